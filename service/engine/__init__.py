@@ -1,0 +1,1 @@
+"""Pure estimation core: stdlib, numpy and scipy only (no web, validation or database imports)."""
