@@ -1,0 +1,317 @@
+"""Kernel time models (GEMM, attention, collectives): max(compute, memory) + fixed latency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.errors import UnsupportedDtypeError
+from service.engine.hardware import Accelerator
+
+FloatArray = npt.NDArray[np.float64]
+CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "send"]
+COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "send")
+
+# Dtypes whose tensor-core rate is interchangeable when a part lists only one of them
+# (V100 has fp16 but no bf16; every other listed part has the same bf16 and fp16 rate).
+_SAME_RATE: dict[str, tuple[str, ...]] = {"bf16": ("fp16",), "fp16": ("bf16",)}
+# Attention math runs in 16-bit (fp8 KV caches are dequantised in the kernel).
+ATTENTION_DTYPE = "bf16"
+# Scale-up link for parts without NVLink/xGMI: PCIe Gen4 x16 ≈ 32 GB/s per direction (notes.md A9).
+PCIE_FALLBACK_GB_S = 32.0
+# GEMM outputs are written in at least 16-bit (fp8 scaled-mm kernels emit bf16).
+_MIN_OUTPUT_BYTES = 2.0
+
+
+def as_array(value: npt.ArrayLike) -> FloatArray:
+    """Return a float64 array view of a scalar or array input."""
+    return np.asarray(value, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCost:
+    """Work and time of one or more kernels; every field broadcasts over batch sizes."""
+
+    flops: FloatArray
+    bytes: FloatArray
+    compute_s: FloatArray  # FLOPs / achieved FLOP/s
+    memory_s: FloatArray  # bytes / achieved bandwidth
+    communication_s: FloatArray  # interconnect transfer time
+    time_s: FloatArray  # summed max(compute, memory) + communication + fixed latency
+
+    def __add__(self, other: KernelCost) -> KernelCost:
+        return KernelCost(
+            self.flops + other.flops,
+            self.bytes + other.bytes,
+            self.compute_s + other.compute_s,
+            self.memory_s + other.memory_s,
+            self.communication_s + other.communication_s,
+            self.time_s + other.time_s,
+        )
+
+    def scaled(self, count: npt.ArrayLike) -> KernelCost:
+        """Return the cost of ``count`` identical kernels (e.g. one per layer)."""
+        c = as_array(count)
+        return KernelCost(
+            self.flops * c,
+            self.bytes * c,
+            self.compute_s * c,
+            self.memory_s * c,
+            self.communication_s * c,
+            self.time_s * c,
+        )
+
+    @property
+    def bound(self) -> npt.NDArray[np.str_]:
+        """Return which term dominates: 'compute', 'memory' or 'communication'."""
+        return bound_of(self.compute_s, self.memory_s, self.communication_s)
+
+
+def bound_of(
+    compute_s: FloatArray, memory_s: FloatArray, communication_s: FloatArray
+) -> npt.NDArray[np.str_]:
+    """Name the largest of three time terms, elementwise."""
+    compute_s, memory_s, communication_s = np.broadcast_arrays(compute_s, memory_s, communication_s)
+    out = np.where(compute_s >= memory_s, "compute", "memory")
+    return np.where(communication_s > np.maximum(compute_s, memory_s), "communication", out)
+
+
+def zero_cost(shape: tuple[int, ...] = ()) -> KernelCost:
+    """Return a cost of nothing."""
+    z = np.zeros(shape)
+    return KernelCost(z, z, z, z, z, z)
+
+
+def peak_flops_s(accelerator: Accelerator, dtype: str) -> float:
+    """Return dense peak FLOP/s for a compute dtype, or raise UnsupportedDtypeError."""
+    for candidate in (dtype, *_SAME_RATE.get(dtype, ())):
+        tflops = accelerator.peak_tflops.get(candidate)
+        if tflops:
+            return float(tflops) * 1e12
+    raise UnsupportedDtypeError(
+        f"accelerator {accelerator.id!r} has no {dtype} peak compute figure"
+    )
+
+
+def link_bytes_s(accelerator: Accelerator) -> float:
+    """Return the per-direction scale-up link bandwidth in bytes/s (PCIe fallback when unset)."""
+    gb_s = (
+        accelerator.interconnect_gb_s if accelerator.interconnect_gb_s > 0 else PCIE_FALLBACK_GB_S
+    )
+    return gb_s * 1e9
+
+
+def gemm_cost(
+    m: npt.ArrayLike,
+    n: npt.ArrayLike,
+    k: npt.ArrayLike,
+    *,
+    compute_dtype: str,
+    weight_bytes_per_element: float,
+    activation_bytes_per_element: float,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> KernelCost:
+    """Cost one GEMM x[m, k] · W[k, n]; m = 0 costs nothing.
+
+    compute: 2mnk / (peak · eff_max · m / (m + m_half)); memory: weights + input + output bytes.
+    """
+    m_, n_, k_ = as_array(m), as_array(n), as_array(k)
+    active = m_ > 0
+    flops = 2.0 * m_ * n_ * k_
+    out_bytes = max(activation_bytes_per_element, _MIN_OUTPUT_BYTES)
+    nbytes = n_ * k_ * weight_bytes_per_element + m_ * k_ * activation_bytes_per_element
+    nbytes = np.where(active, nbytes + m_ * n_ * out_bytes, 0.0)
+    eff_max = params.gemm_compute_efficiency(compute_dtype)
+    # flops / (peak · eff_max · m/(m+m_half)) written without dividing by m.
+    compute_s = 2.0 * n_ * k_ * (m_ + params.gemm_rows_half_efficiency)
+    compute_s = np.where(
+        active, compute_s / (peak_flops_s(accelerator, compute_dtype) * eff_max), 0.0
+    )
+    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.memory_bandwidth_efficiency)
+    latency_s = np.where(active, params.kernel_latency_us * 1e-6, 0.0)
+    time_s = np.maximum(compute_s, memory_s) + latency_s
+    zero = np.zeros_like(time_s)
+    return KernelCost(flops + zero, nbytes + zero, compute_s + zero, memory_s + zero, zero, time_s)
+
+
+def gemm_time_s(
+    m: npt.ArrayLike,
+    n: npt.ArrayLike,
+    k: npt.ArrayLike,
+    *,
+    compute_dtype: str,
+    weight_bytes_per_element: float,
+    activation_bytes_per_element: float,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> FloatArray:
+    """Return seconds for one GEMM x[m, k] · W[k, n]."""
+    return gemm_cost(
+        m,
+        n,
+        k,
+        compute_dtype=compute_dtype,
+        weight_bytes_per_element=weight_bytes_per_element,
+        activation_bytes_per_element=activation_bytes_per_element,
+        accelerator=accelerator,
+        params=params,
+    ).time_s
+
+
+def attended_pairs(
+    new_tokens: npt.ArrayLike, past_tokens: npt.ArrayLike, window_tokens: float = 0.0
+) -> FloatArray:
+    """Count causal (query, key) pairs for ``new_tokens`` queries after ``past_tokens`` cached ones.
+
+    Query i (0-based) sees past + i + 1 keys, capped at the window when one is set.
+    """
+    t, s = as_array(new_tokens), as_array(past_tokens)
+
+    def cumulative(n: FloatArray) -> FloatArray:
+        # Σ_{x=1..n} min(x, W)
+        full = n * (n + 1.0) / 2.0
+        if window_tokens <= 0:
+            return full
+        w = float(window_tokens)
+        return np.where(n <= w, full, w * (w + 1.0) / 2.0 + (n - w) * w)
+
+    return cumulative(s + t) - cumulative(s)
+
+
+def attention_cost(
+    batch_size: npt.ArrayLike,
+    new_tokens: npt.ArrayLike,
+    past_tokens: npt.ArrayLike,
+    *,
+    num_heads: float,
+    score_dim: float,
+    value_dim: float,
+    kv_bytes_per_token: float,
+    window_tokens: float = 0.0,
+    activation_bytes_per_element: float = 2.0,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> KernelCost:
+    """Cost one attention kernel over ``batch_size`` sequences (scores + values, causal).
+
+    FLOPs = 2·B·n_h·(score_dim + value_dim)·pairs (= 4·B·T·S·n_h·d_h for GQA).
+    Bytes = cached KV read once per sequence (window-capped) + new KV written + Q read + O written.
+    ``kv_bytes_per_token`` is one layer's cache per token on this GPU (GQA: 2·n_kv·d_h·b_kv).
+    """
+    b, t, s = as_array(batch_size), as_array(new_tokens), as_array(past_tokens)
+    pairs = attended_pairs(t, s, window_tokens)
+    flops = 2.0 * b * num_heads * (score_dim + value_dim) * pairs
+    visible = s + t if window_tokens <= 0 else np.minimum(s + t, window_tokens)
+    kv_bytes = b * (visible + t) * kv_bytes_per_token
+    qo_bytes = b * t * num_heads * (score_dim + value_dim) * activation_bytes_per_element
+    nbytes = kv_bytes + qo_bytes
+    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
+    compute_s = flops / (peak * params.attention_compute_efficiency)
+    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
+    time_s = np.maximum(compute_s, memory_s) + latency_s
+    zero = np.zeros_like(time_s)
+    return KernelCost(flops + zero, nbytes + zero, compute_s + zero, memory_s + zero, zero, time_s)
+
+
+def attention_decode_time_s(
+    batch_size: npt.ArrayLike,
+    context_tokens: npt.ArrayLike,
+    num_heads: npt.ArrayLike,
+    num_kv_heads: npt.ArrayLike,
+    head_dim: npt.ArrayLike,
+    *,
+    kv_bytes_per_element: float,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> FloatArray:
+    """Return seconds for one decode attention kernel (one new token, ``context_tokens`` keys)."""
+    heads, kv_heads, dim = as_array(num_heads), as_array(num_kv_heads), as_array(head_dim)
+    b, s = as_array(batch_size), as_array(context_tokens)
+    pairs = s  # the new token sees the whole context, itself included
+    flops = 4.0 * b * heads * dim * pairs
+    nbytes = 2.0 * b * s * kv_heads * dim * kv_bytes_per_element + 4.0 * b * heads * dim
+    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
+    compute_s = flops / (peak * params.attention_compute_efficiency)
+    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    latency_s = np.where(b > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
+    return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
+
+
+def attention_prefill_time_s(
+    batch_size: npt.ArrayLike,
+    seq_len: npt.ArrayLike,
+    num_heads: npt.ArrayLike,
+    num_kv_heads: npt.ArrayLike,
+    head_dim: npt.ArrayLike,
+    *,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> FloatArray:
+    """Return seconds for one causal prefill attention kernel over ``seq_len`` tokens (16-bit)."""
+    heads, kv_heads, dim = as_array(num_heads), as_array(num_kv_heads), as_array(head_dim)
+    b, t = as_array(batch_size), as_array(seq_len)
+    pairs = t * (t + 1.0) / 2.0
+    flops = 4.0 * b * heads * dim * pairs
+    # Q, O (n_h) and K, V (n_kv) each read or written once, 2 bytes per element.
+    nbytes = 2.0 * b * t * dim * (2.0 * heads + 2.0 * kv_heads)
+    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
+    compute_s = flops / (peak * params.attention_compute_efficiency)
+    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
+    return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
+
+
+def _wire_fraction_and_hops(op: str, n: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Return (bytes on the wire per GPU ÷ message bytes, sequential hops) of a ring algorithm."""
+    if op == "all_reduce":
+        return 2.0 * (n - 1.0) / n, 2.0 * (n - 1.0)
+    if op in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1.0) / n, n - 1.0
+    if op == "send":
+        return np.ones_like(n), np.ones_like(n)
+    raise ValueError(f"unknown collective {op!r}; expected one of {', '.join(COLLECTIVE_OPS)}")
+
+
+def collective_cost(
+    op: str,
+    num_gpus: npt.ArrayLike,
+    message_bytes: npt.ArrayLike,
+    *,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> KernelCost:
+    """Cost one collective over ``num_gpus`` (ring formulas); one GPU costs nothing.
+
+    all_reduce moves 2(N−1)/N·M per GPU, all_gather/reduce_scatter/alltoall (N−1)/N·M (M = the
+    full buffer), send M. Latency = collective_latency_us + hops · collective_hop_latency_us.
+    """
+    n = np.maximum(as_array(num_gpus), 1.0)
+    m = as_array(message_bytes)
+    fraction, hops = _wire_fraction_and_hops(op, n)
+    active = (n > 1) & (m > 0)
+    wire_bytes = np.where(active, fraction * m, 0.0)
+    comm_s = wire_bytes / (link_bytes_s(accelerator) * params.collective_bandwidth_efficiency)
+    latency_us = params.collective_latency_us + hops * params.collective_hop_latency_us
+    time_s = comm_s + np.where(active, latency_us * 1e-6, 0.0)
+    zero = np.zeros_like(time_s)
+    return KernelCost(zero, wire_bytes + zero, zero, zero, time_s, time_s)
+
+
+def collective_time_s(
+    op: str,
+    num_gpus: npt.ArrayLike,
+    message_bytes: npt.ArrayLike,
+    *,
+    accelerator: Accelerator,
+    params: EfficiencyParams,
+) -> FloatArray:
+    """Return seconds for a collective (all_reduce, all_gather, reduce_scatter, alltoall, send)."""
+    return collective_cost(
+        op, num_gpus, message_bytes, accelerator=accelerator, params=params
+    ).time_s

@@ -1,0 +1,125 @@
+"""Kernel time models: roofline form, efficiency curve, collectives, parameter handling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_refs import make_a100
+
+from service.engine.efficiency import DEFAULT_EFFICIENCY, PARAMETER_BOUNDS, EfficiencyParams
+from service.engine.errors import UnsupportedDtypeError
+from service.engine.hardware import Accelerator
+from service.engine.kernels import (
+    attended_pairs,
+    attention_decode_time_s,
+    attention_prefill_time_s,
+    collective_time_s,
+    gemm_cost,
+    gemm_time_s,
+)
+
+GEMM = {"weight_bytes_per_element": 2.0, "activation_bytes_per_element": 2.0}
+
+
+def test_params_round_trip_and_bounds() -> None:
+    values = DEFAULT_EFFICIENCY.to_dict()
+    assert set(values) == set(PARAMETER_BOUNDS)
+    assert EfficiencyParams.from_dict(values) == DEFAULT_EFFICIENCY
+    changed = DEFAULT_EFFICIENCY.replace(memory_bandwidth_efficiency=0.5)
+    assert changed.memory_bandwidth_efficiency == 0.5
+    DEFAULT_EFFICIENCY.check_bounds()
+    with pytest.raises(ValueError, match="memory_bandwidth_efficiency"):
+        changed.replace(memory_bandwidth_efficiency=1.5).check_bounds()
+    with pytest.raises(KeyError):
+        EfficiencyParams.from_dict({"not_a_param": 1.0})
+    assert DEFAULT_EFFICIENCY.gemm_compute_efficiency("fp8") == 0.71
+    assert DEFAULT_EFFICIENCY.gemm_compute_efficiency("bf16") == 0.80
+
+
+def test_small_gemm_is_memory_bound_and_streams_weights(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(kernel_latency_us=0.0)
+    t = gemm_time_s(1, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
+    weight_bytes = 8192 * 8192 * 2
+    expected = weight_bytes / (h100.memory_bandwidth_bytes_s * p.memory_bandwidth_efficiency)
+    assert float(t) == pytest.approx(expected, rel=1e-3)
+
+
+def test_large_gemm_reaches_max_compute_efficiency(h100: Accelerator) -> None:
+    m = np.array([64.0, 1024.0, 65536.0])
+    cost = gemm_cost(
+        m, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=DEFAULT_EFFICIENCY, **GEMM
+    )
+    achieved = cost.flops / cost.time_s / h100.peak_flops_s("bf16")
+    assert achieved[-1] == pytest.approx(0.80, rel=0.01)
+    assert np.all(np.diff(achieved) > 0)
+    assert list(cost.bound) == ["memory", "compute", "compute"]
+
+
+def test_fp8_gemm_uses_fp8_peak_and_efficiency(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(kernel_latency_us=0.0, gemm_rows_half_efficiency=0.0)
+    bf = gemm_time_s(16384, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
+    f8 = gemm_time_s(
+        16384,
+        8192,
+        8192,
+        compute_dtype="fp8",
+        accelerator=h100,
+        params=p,
+        weight_bytes_per_element=1.0,
+        activation_bytes_per_element=1.0,
+    )
+    assert float(bf / f8) == pytest.approx(2.0 * 0.71 / 0.80, rel=1e-3)
+
+
+def test_unsupported_dtype_raises() -> None:
+    with pytest.raises(UnsupportedDtypeError):
+        gemm_time_s(
+            1,
+            1024,
+            1024,
+            compute_dtype="fp8",
+            accelerator=make_a100(),
+            params=DEFAULT_EFFICIENCY,
+            **GEMM,
+        )
+
+
+def test_decode_attention_is_kv_bandwidth_bound(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(attention_kernel_latency_us=0.0)
+    t = attention_decode_time_s(
+        64, 8192, 64, 8, 128, kv_bytes_per_element=2.0, accelerator=h100, params=p
+    )
+    kv_bytes = 2 * 64 * 8192 * 8 * 128 * 2
+    assert float(t) == pytest.approx(kv_bytes / (3.35e12 * p.kv_bandwidth_efficiency), rel=0.01)
+
+
+def test_prefill_attention_is_causal_and_compute_bound(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(attention_kernel_latency_us=0.0)
+    t = attention_prefill_time_s(1, 16384, 64, 8, 128, accelerator=h100, params=p)
+    causal_flops = 4 * 64 * 128 * 16384 * 16385 / 2
+    assert float(t) == pytest.approx(
+        causal_flops / (989.5e12 * p.attention_compute_efficiency), rel=1e-3
+    )
+
+
+def test_attended_pairs_window() -> None:
+    assert float(attended_pairs(4, 0)) == 10.0  # 1 + 2 + 3 + 4
+    assert float(attended_pairs(1, 99)) == 100.0
+    assert float(attended_pairs(1, 99, window_tokens=10)) == 10.0
+    assert float(attended_pairs(4, 0, window_tokens=2)) == 1 + 2 + 2 + 2
+
+
+def test_collectives(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY
+    assert float(collective_time_s("all_reduce", 1, 1e9, accelerator=h100, params=p)) == 0.0
+    small2 = collective_time_s("all_reduce", 2, 512, accelerator=h100, params=p)
+    small8 = collective_time_s("all_reduce", 8, 512, accelerator=h100, params=p)
+    assert small8 > small2 > 0
+    big = 1e9
+    t = collective_time_s("all_reduce", 8, big, accelerator=h100, params=p)
+    ring = 2 * 7 / 8 * big / (450e9 * p.collective_bandwidth_efficiency)
+    assert float(t) == pytest.approx(ring, rel=0.01)
+    ag = collective_time_s("all_gather", 8, big, accelerator=h100, params=p)
+    assert float(ag) == pytest.approx(float(t) / 2, rel=0.01)
+    with pytest.raises(ValueError):
+        collective_time_s("broadcast", 8, big, accelerator=h100, params=p)
