@@ -1,0 +1,204 @@
+"""Tests for the catalog YAML loader and the seeded files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.catalog_files import (
+    CATALOG_DIR,
+    CatalogFileError,
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+
+REQUIRED_ACCELERATORS = {
+    "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl", "a100-sxm-40gb",
+    "a100-sxm-80gb", "a100-pcie-80gb", "b200", "gb200", "l40s", "l4", "a10", "v100-sxm2-32gb",
+    "rtx-4090", "mi300x", "mi325x", "mi250x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+    "gaudi2", "gaudi3", "inferentia2", "trainium", "trainium2", "gh200",
+}  # fmt: skip
+REQUIRED_MODELS = {
+    "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-8b",
+    "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b-v0.1",
+    "mistral-7b-v0.3", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b", "qwen2.5-14b",
+    "qwen2.5-32b", "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+    "deepseek-v3", "gemma-2-9b", "gemma-2-27b", "gemma-3-27b", "phi-3-mini-4k",
+    "phi-3-medium-4k", "gpt-oss-20b", "gpt-oss-120b", "opt-13b", "opt-30b", "opt-66b",
+    "falcon-40b",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def accelerators() -> dict[str, dict[str, object]]:
+    return {str(r["id"]): r for r in load_accelerator_records()}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, dict[str, object]]:
+    return {str(r["id"]): r for r in load_model_records()}
+
+
+def test_catalog_dir_is_repo_folder() -> None:
+    assert (CATALOG_DIR / "accelerators").is_dir()
+    assert (CATALOG_DIR / "models").is_dir()
+
+
+def test_all_required_accelerators_present(accelerators: dict[str, dict[str, object]]) -> None:
+    assert set(accelerators) >= REQUIRED_ACCELERATORS
+    assert "a10g" not in accelerators and "b100" not in accelerators
+
+
+def test_all_required_models_present(models: dict[str, dict[str, object]]) -> None:
+    assert set(models) >= REQUIRED_MODELS
+
+
+def test_h100_sxm_ridge_point(accelerators: dict[str, dict[str, object]]) -> None:
+    h100 = accelerator_from_record(accelerators["h100-sxm"])
+    assert h100.memory_gb == 80
+    assert h100.memory_bandwidth_gb_s == 3350
+    assert h100.peak_tflops["bf16"] == pytest.approx(989.4)
+    assert h100.ridge_point_flop_per_byte("bf16") == pytest.approx(295, abs=1)
+
+
+def test_h200_sxm_ridge_point(accelerators: dict[str, dict[str, object]]) -> None:
+    h200 = accelerator_from_record(accelerators["h200-sxm"])
+    assert (h200.memory_gb, h200.memory_bandwidth_gb_s) == (141, 4800)
+    assert h200.peak_tflops["bf16"] == pytest.approx(989.4)
+    assert h200.ridge_point_flop_per_byte("bf16") == pytest.approx(206, abs=1)
+
+
+def test_notes_traps_followed(accelerators: dict[str, dict[str, object]]) -> None:
+    get = {k: accelerator_from_record(v) for k, v in accelerators.items()}
+    assert (get["b200"].memory_gb, get["b200"].memory_bandwidth_gb_s) == (180, 8000)
+    assert get["gaudi3"].peak_tflops["bf16"] == 1677
+    assert get["rtx-4090"].peak_tflops["bf16"] == pytest.approx(165.2)
+    assert get["inferentia2"].memory_gb == pytest.approx(32 * 2**30 / 1e9, abs=0.01)
+    assert get["inferentia2"].memory_bandwidth_gb_s == pytest.approx(820 * 2**30 / 1e9, abs=0.1)
+    assert get["h100-sxm"].interconnect_gb_s == 450
+    assert "fp8" not in get["a100-sxm-80gb"].peak_tflops
+    assert "bf16" not in get["v100-sxm2-32gb"].peak_tflops
+    assert get["l40s"].interconnect_gb_s == 0
+
+
+def test_dense_peaks_not_sparse(accelerators: dict[str, dict[str, object]]) -> None:
+    # Dense FP8 is at most ~2x dense BF16 (L40S 733 vs 362.05 per S13); a sparse FP8 would be 4x.
+    for rec in accelerators.values():
+        acc = accelerator_from_record(rec)
+        if "fp8" in acc.peak_tflops and "bf16" in acc.peak_tflops:
+            assert acc.peak_tflops["fp8"] <= 2.1 * acc.peak_tflops["bf16"], acc.id
+
+
+def test_prices_carry_provenance(accelerators: dict[str, dict[str, object]]) -> None:
+    for rec in accelerators.values():
+        price = rec["price"]
+        if rec["price_usd_per_hour"] is None:
+            assert price is None
+        else:
+            assert isinstance(price, dict)
+            assert {"provider", "tier", "date", "source"} <= set(price)
+
+
+def test_model_records_build_valid_shapes(models: dict[str, dict[str, object]]) -> None:
+    for rec in models.values():
+        shape = model_from_record(rec)
+        shape.validate()
+        assert shape.id == rec["id"]
+        assert shape.name == rec["name"]
+
+
+def test_model_specific_fields(models: dict[str, dict[str, object]]) -> None:
+    shape = {k: model_from_record(v) for k, v in models.items()}
+    assert shape["deepseek-v3"].native_weights_dtype == "fp8"
+    assert shape["deepseek-v3"].is_mla
+    assert shape["llama-3.1-405b"].num_kv_heads == 8
+    assert (shape["gemma-2-9b"].num_sliding_layers, shape["gemma-2-9b"].sliding_window_tokens) == (
+        21,
+        4096,
+    )
+    assert shape["gemma-3-27b"].num_sliding_layers == 52
+    assert shape["gpt-oss-120b"].num_sliding_layers == 18
+    assert shape["mistral-7b-v0.1"].num_sliding_layers == 32
+    assert shape["mistral-7b-v0.3"].num_sliding_layers == 0
+
+
+def test_records_are_json_serialisable() -> None:
+    import json
+
+    json.dumps(load_accelerator_records())
+    json.dumps(load_model_records())
+
+
+def _copy_catalog(tmp_path: Path) -> Path:
+    shutil.copytree(CATALOG_DIR / "accelerators", tmp_path / "accelerators")
+    shutil.copytree(CATALOG_DIR / "models", tmp_path / "models")
+    return tmp_path
+
+
+def _edit(path: Path, **changes: object) -> None:
+    data = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        if value is None and key.startswith("drop_"):
+            data.pop(key[5:])
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"memory_gb": 0}, "memory_gb must be positive"),
+        ({"memory_bandwidth_gb_s": -1}, "memory_bandwidth_gb_s must be positive"),
+        ({"drop_memory_gb": None}, "missing required field memory_gb"),
+        ({"peak_tflops": {"bf17": 10}}, "unknown dtype"),
+        ({"peak_tflops": {"bf16": 0}}, "peak_tflops.bf16 must be a positive"),
+        ({"id": "h100"}, "must equal the file stem"),
+        ({"field_sources": {"memory_gb": ["S1"]}}, "no entry for"),
+        ({"sources": {"S43": "https://example.invalid"}}, "unknown source"),
+        ({"sources": {"S1": "https://example.invalid"}}, "price.source"),
+        ({"price": None}, "a price needs"),
+        ({"confidence": "X"}, "confidence"),
+    ],
+)
+def test_accelerator_validation_errors(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    root = _copy_catalog(tmp_path)
+    path = root / "accelerators" / "h100-sxm.yaml"
+    _edit(path, **changes)
+    with pytest.raises(CatalogFileError, match=message) as info:
+        load_accelerator_records(root)
+    assert info.value.path == path
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_layers": 0}, "num_layers"),
+        ({"num_kv_heads": 7}, "num_kv_heads"),
+        ({"hidden_size": "4096"}, "hidden_size must be a non-negative integer"),
+        ({"drop_hf_repo": None}, "missing required field hf_repo"),
+        ({"bogus": 1}, "unknown field"),
+        ({"field_sources": {"num_layers": ["M2"]}}, "no entry for"),
+    ],
+)
+def test_model_validation_errors(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    root = _copy_catalog(tmp_path)
+    path = root / "models" / "llama-3.1-8b.yaml"
+    _edit(path, **changes)
+    with pytest.raises(CatalogFileError, match=message):
+        load_model_records(root)
+
+
+def test_invalid_yaml_reports_path(tmp_path: Path) -> None:
+    root = _copy_catalog(tmp_path)
+    path = root / "models" / "llama-3.1-8b.yaml"
+    path.write_text("id: [unclosed\n")
+    with pytest.raises(CatalogFileError, match="invalid YAML"):
+        load_model_records(root)
