@@ -1,0 +1,123 @@
+"""Count a model's parameters (total and active per token) from its shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.engine.shapes import ModelShape
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterCount:
+    """Parameter counts of a decoder-only transformer, with a per-component breakdown.
+
+    ``active`` counts what one token touches: the input embedding row table, attention, norms,
+    dense FFNs, routers, the top-k routed experts plus shared experts, and the LM head. It
+    includes the input embedding (the convention of models.md §4, e.g. DeepSeek-V3 37.55B);
+    ``active_excluding_embedding`` drops the input-embedding table (OpenAI's convention for
+    gpt-oss, 5.13B for 120b) but keeps a tied table, which the LM head still multiplies by.
+    Not counted: learned position embeddings (OPT), attention sinks (gpt-oss), LayerNorm
+    biases and Gemma's extra post-norms (each well below 0.01% of the total).
+    """
+
+    total: int
+    active: int
+    active_excluding_embedding: int
+    embedding: int  # input embedding table, vocab x hidden
+    lm_head: int  # 0 when tied to the embedding
+    attention_per_layer: int  # projections, biases, QK/MLA norms
+    norms_per_layer: int  # pre-attention and pre-FFN norms
+    dense_ffn_per_layer: int  # one dense FFN (0 when no layer has one)
+    expert: int  # one routed expert (0 for dense models)
+    shared_experts_per_layer: int
+    router_per_layer: int
+    final_norm: int
+    num_dense_ffn_layers: int
+    num_moe_layers: int
+    num_experts: int
+
+    @property
+    def moe_per_layer(self) -> int:
+        """All parameters of one MoE FFN block (every routed expert, shared experts, router)."""
+        return (
+            self.router_per_layer + self.shared_experts_per_layer + self.num_experts * self.expert
+        )
+
+
+def _attention(shape: ModelShape) -> int:
+    h = shape.hidden_size
+    if shape.is_mla:
+        qk_head = shape.qk_nope_head_dim + shape.qk_rope_head_dim
+        if shape.q_lora_rank > 0:
+            # down-projection, its RMSNorm, up-projection to all heads
+            q = h * shape.q_lora_rank + shape.q_lora_rank
+            q += shape.q_lora_rank * shape.num_heads * qk_head
+        else:
+            q = h * shape.num_heads * qk_head
+        # joint KV down-projection (+ shared RoPE key), its norm, K_nope/V up-projection
+        kv = h * (shape.kv_lora_rank + shape.qk_rope_head_dim) + shape.kv_lora_rank
+        kv += shape.kv_lora_rank * shape.num_heads * (shape.qk_nope_head_dim + shape.v_head_dim)
+        out = shape.num_heads * shape.v_head_dim * h
+        return q + kv + out + (h if shape.output_bias else 0)
+    q_width = shape.num_heads * shape.head_dim
+    kv_width = shape.num_kv_heads * shape.head_dim
+    params = h * q_width + 2 * h * kv_width + q_width * h
+    if shape.attention_bias:
+        params += q_width + 2 * kv_width
+    if shape.output_bias:
+        params += h
+    if shape.qk_norm:
+        params += 2 * shape.head_dim
+    return params
+
+
+def _ffn(hidden: int, width: int, ffn_type: str, bias: bool) -> int:
+    """Parameters of one FFN: GLU has gate, up and down matrices; a plain MLP has up and down."""
+    if width <= 0:
+        return 0
+    if ffn_type == "glu":
+        return 3 * hidden * width + ((2 * width + hidden) if bias else 0)
+    return 2 * hidden * width + ((width + hidden) if bias else 0)
+
+
+def count_parameters(shape: ModelShape) -> ParameterCount:
+    """Count total and per-token active parameters of a model shape."""
+    h = shape.hidden_size
+    embedding = shape.vocab_size * h
+    lm_head = 0 if shape.tie_word_embeddings else shape.vocab_size * h
+    attention = _attention(shape)
+    norms = 2 * h
+    num_moe = shape.num_moe_layers
+    num_dense = shape.num_dense_ffn_layers
+    dense_ffn = _ffn(h, shape.intermediate_size, shape.ffn_type, shape.mlp_bias) if num_dense else 0
+    expert = 0
+    shared = 0
+    router = 0
+    if shape.is_moe:
+        expert = _ffn(h, shape.moe_intermediate_size, shape.ffn_type, shape.mlp_bias)
+        shared_width = shape.shared_expert_intermediate_size or shape.moe_intermediate_size
+        shared = shape.num_shared_experts * _ffn(h, shared_width, shape.ffn_type, shape.mlp_bias)
+        router = h * shape.num_experts + (shape.num_experts if shape.mlp_bias else 0)
+    final_norm = h
+    common = embedding + lm_head + shape.num_layers * (attention + norms) + final_norm
+    common += num_dense * dense_ffn
+    total = common + num_moe * (router + shared + shape.num_experts * expert)
+    active = common + num_moe * (router + shared + shape.experts_per_token * expert)
+    tied_head = embedding if shape.tie_word_embeddings else 0
+    return ParameterCount(
+        total=total,
+        active=active,
+        active_excluding_embedding=active - embedding + tied_head,
+        embedding=embedding,
+        lm_head=lm_head,
+        attention_per_layer=attention,
+        norms_per_layer=norms,
+        dense_ffn_per_layer=dense_ffn,
+        expert=expert,
+        shared_experts_per_layer=shared,
+        router_per_layer=router,
+        final_norm=final_norm,
+        num_dense_ffn_layers=num_dense,
+        num_moe_layers=num_moe,
+        num_experts=shape.num_experts,
+    )
