@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, engine/session factories and repositories."""

@@ -1,0 +1,101 @@
+"""Catalog queries: the only place SQL for accelerators and models is written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from service.db.models import AcceleratorRow, ModelRow
+
+RowT = TypeVar("RowT", AcceleratorRow, ModelRow)
+
+
+class _CatalogRepository(Generic[RowT]):
+    """Keyed access to one catalog table; callers own the transaction (repositories flush)."""
+
+    row_type: type[RowT]
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, row_id: str) -> RowT | None:
+        """Return the row with this id, or None."""
+        return self.session.get(self.row_type, row_id)
+
+    def add(self, row: RowT) -> RowT:
+        """Insert a row and flush so constraint violations surface here."""
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def save(self, row: RowT) -> RowT:
+        """Flush pending changes to a loaded row."""
+        self.session.flush()
+        return row
+
+    def delete(self, row: RowT) -> None:
+        """Delete a row."""
+        self.session.delete(row)
+        self.session.flush()
+
+    def all(self) -> Sequence[RowT]:
+        """Return every row ordered by id."""
+        return self.session.scalars(select(self.row_type).order_by(self.row_type.id)).all()
+
+    def _page(
+        self, conditions: list[ColumnElement[bool]], after_id: str | None, limit: int
+    ) -> Sequence[RowT]:
+        stmt = select(self.row_type).where(*conditions)
+        if after_id is not None:
+            stmt = stmt.where(self.row_type.id > after_id)
+        return self.session.scalars(stmt.order_by(self.row_type.id).limit(limit)).all()
+
+
+class AcceleratorRepository(_CatalogRepository[AcceleratorRow]):
+    """Queries over the accelerators table."""
+
+    row_type = AcceleratorRow
+
+    def page(
+        self,
+        *,
+        vendor: str | None = None,
+        min_memory_gb: float | None = None,
+        dtype: str | None = None,
+        after_id: str | None = None,
+        limit: int = 50,
+    ) -> Sequence[AcceleratorRow]:
+        """Return up to ``limit`` rows after ``after_id`` that match every given filter."""
+        conditions: list[ColumnElement[bool]] = []
+        if vendor is not None:
+            conditions.append(func.lower(AcceleratorRow.vendor) == vendor.lower())
+        if min_memory_gb is not None:
+            conditions.append(AcceleratorRow.memory_gb >= min_memory_gb)
+        if dtype is not None:
+            conditions.append(AcceleratorRow.peak_tflops[dtype].as_float() > 0)
+        return self._page(conditions, after_id, limit)
+
+
+class ModelRepository(_CatalogRepository[ModelRow]):
+    """Queries over the models table."""
+
+    row_type = ModelRow
+
+    def page(
+        self,
+        *,
+        family: str | None = None,
+        moe: bool | None = None,
+        after_id: str | None = None,
+        limit: int = 50,
+    ) -> Sequence[ModelRow]:
+        """Return up to ``limit`` rows after ``after_id`` that match every given filter."""
+        conditions: list[ColumnElement[bool]] = []
+        if family is not None:
+            conditions.append(func.lower(ModelRow.family) == family.lower())
+        if moe is not None:
+            conditions.append(ModelRow.num_experts > 0 if moe else ModelRow.num_experts == 0)
+        return self._page(conditions, after_id, limit)

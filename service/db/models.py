@@ -1,0 +1,85 @@
+"""ORM tables: catalog rows (accelerators, models) and API keys."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Float, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from service.db.base import Base
+
+ORIGIN_SEED = "seed"
+ORIGIN_USER = "user"
+
+
+def utcnow() -> datetime:
+    """Return the current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+class CatalogRowMixin:
+    """Columns shared by catalog rows: provenance, optimistic version and timestamps."""
+
+    sources: Mapped[list[str]] = mapped_column(JSON, default=list)
+    field_sources: Mapped[dict[str, list[str]]] = mapped_column(JSON, default=dict)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(16), default=ORIGIN_USER)
+    # Hash of the YAML record last seeded into this row; None for rows users created.
+    seed_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AcceleratorRow(CatalogRowMixin, Base):
+    """One accelerator's spec sheet: filterable facts as columns, maps as JSON."""
+
+    __tablename__ = "accelerators"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    vendor: Mapped[str] = mapped_column(String(100), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    memory_gb: Mapped[float] = mapped_column(Float, index=True)
+    memory_type: Mapped[str] = mapped_column(String(50), default="")
+    memory_bandwidth_gb_s: Mapped[float] = mapped_column(Float)
+    peak_tflops: Mapped[dict[str, float]] = mapped_column(JSON)
+    interconnect_gb_s: Mapped[float] = mapped_column(Float, default=0.0)
+    tdp_w: Mapped[float | None] = mapped_column(Float, default=None)
+    price_usd_per_hour: Mapped[float | None] = mapped_column(Float, default=None)
+    price: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    confidence: Mapped[str | None] = mapped_column(String(20), default=None)
+
+
+class ModelRow(CatalogRowMixin, Base):
+    """One model's shape: identity and parameter counts as columns, the shape as JSON."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    family: Mapped[str] = mapped_column(String(100), default="", index=True)
+    hf_repo: Mapped[str | None] = mapped_column(String(200), default=None)
+    total_params: Mapped[int] = mapped_column(BigInteger)
+    active_params: Mapped[int] = mapped_column(BigInteger)
+    num_layers: Mapped[int] = mapped_column(Integer)
+    hidden_size: Mapped[int] = mapped_column(Integer)
+    num_experts: Mapped[int] = mapped_column(Integer, default=0)
+    vendor_stated_params: Mapped[Any] = mapped_column(JSON, nullable=True, default=None)
+    # Every ModelShape field except id/name/family.
+    shape: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class ApiKeyRow(Base):
+    """An API key, stored only as an HMAC-SHA256 of the full key under the server pepper."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)

@@ -1,0 +1,62 @@
+"""Service settings read from the environment (prefix ``RIDGELINE_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Documented development pepper: production refuses to start with it.
+DEV_API_KEY_PEPPER = "ridgeline-dev-pepper-change-me"
+
+
+class Settings(BaseSettings):
+    """Runtime configuration; defaults run locally with SQLite and no secrets."""
+
+    model_config = SettingsConfigDict(env_prefix="RIDGELINE_", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    database_url: str = Field(
+        default="",
+        validation_alias=AliasChoices("RIDGELINE_DATABASE_URL", "DATABASE_URL", "database_url"),
+    )
+    migrate_on_startup: bool = True
+    seed_on_startup: bool = True
+    api_key_pepper: str = DEV_API_KEY_PEPPER
+    require_key_for_reads: bool = False
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    log_level: str = "INFO"
+    environment: Literal["development", "test", "production"] = "development"
+
+    @model_validator(mode="after")
+    def _finalise(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.data_dir / 'ridgeline.db'}"
+        self.database_url = normalise_database_url(self.database_url)
+        if self.environment == "production" and self.api_key_pepper == DEV_API_KEY_PEPPER:
+            raise ValueError(
+                "RIDGELINE_API_KEY_PEPPER must be set to a secret value when "
+                "RIDGELINE_ENVIRONMENT=production"
+            )
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def normalise_database_url(url: str) -> str:
+    """Route plain PostgreSQL URLs to the psycopg 3 driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings, read once from the environment."""
+    return Settings()
