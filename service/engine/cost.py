@@ -1,0 +1,34 @@
+"""Dollar cost and energy per token from the replica's price, power and token rates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.engine.kernels import FloatArray
+
+_SECONDS_PER_HOUR = 3600.0
+
+
+def usd_per_million_tokens(
+    usd_per_gpu_hour: float | None, gpus: int, busy_s: FloatArray, tokens: FloatArray
+) -> FloatArray:
+    """Return $ per million tokens: price · GPUs · busy seconds / 3600 / tokens · 10^6.
+
+    Equivalent to physics.md's price × GPUs ÷ (3600 × tokens/s) × 10^6 with tokens/s =
+    tokens ÷ busy seconds. NaN when no price is known or no tokens are produced.
+    """
+    if usd_per_gpu_hour is None:
+        return np.full(np.shape(tokens), np.nan)
+    usd = usd_per_gpu_hour * gpus * busy_s / _SECONDS_PER_HOUR
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(tokens > 0, usd / tokens * 1e6, np.nan), dtype=np.float64)
+
+
+def energy_per_token_j(tdp_w: float, gpus: int, tokens_per_s: FloatArray) -> FloatArray:
+    """Return joules per token at full board power (TDP · GPUs ÷ tokens/s); NaN without a TDP."""
+    if tdp_w <= 0:
+        return np.full(np.shape(tokens_per_s), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(
+            np.where(tokens_per_s > 0, tdp_w * gpus / tokens_per_s, np.nan), dtype=np.float64
+        )

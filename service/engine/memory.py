@@ -1,0 +1,283 @@
+"""Accelerator memory per GPU: weights (+ scales), KV cache, activation peak, runtime overhead."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray, as_array
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+
+# Fraction of device memory the serving engine may use (vLLM's gpu_memory_utilization default).
+DEFAULT_MEMORY_UTILIZATION = 0.90
+# CUDA context, communication buffers and CUDA graphs per GPU. Engineering prior (not from the
+# reference files): vLLM typically logs 1–2 GB of non-torch memory plus graph pools on H100.
+RUNTIME_OVERHEAD_BYTES = 1.5e9
+# HBM capacities are labelled in binary units (notes.md A9): an "80 GB" H100 has 80 GiB
+# physically (nvidia-smi: 81,559 MiB), "141 GB" H200 ≈ 140 GiB. GDDR labels are decimal.
+_GIB = 2.0**30
+# Logits are produced in fp32.
+_LOGIT_BYTES = 4.0
+
+
+def capacity_bytes(accelerator: Accelerator) -> float:
+    """Return physical device memory in bytes (HBM labels read as GiB, others as GB)."""
+    override = accelerator.extra.get("memory_bytes")
+    if isinstance(override, int | float) and override > 0:
+        return float(override)
+    unit = _GIB if accelerator.memory_type.upper().startswith("HBM") else 1e9
+    return accelerator.memory_gb * unit
+
+
+@dataclass(frozen=True, slots=True)
+class WeightBytes:
+    """Weight bytes held by one GPU, split by how they are stored."""
+
+    quantized_bytes: float  # decoder-layer linear weights in the weights dtype, scales included
+    unquantized_bytes: float  # embeddings, LM head, router, norms (16-bit)
+
+    @property
+    def total_bytes(self) -> float:
+        return self.quantized_bytes + self.unquantized_bytes
+
+
+def _attention_params(model: ModelShape, parallelism: Parallelism) -> tuple[float, float]:
+    """Return (sharded, replicated) attention weights per layer on one TP rank."""
+    m, tp = model, float(parallelism.tp)
+    d = m.hidden_size
+    if m.is_mla:
+        qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+        latent = m.kv_lora_rank + m.qk_rope_head_dim
+        if m.q_lora_rank > 0:
+            replicated = d * (m.q_lora_rank + latent)
+            sharded = m.q_lora_rank * m.num_heads * qk_dim
+        else:
+            replicated = d * latent
+            sharded = d * m.num_heads * qk_dim
+        sharded += m.kv_lora_rank * m.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+        sharded += m.num_heads * m.v_head_dim * d
+        return sharded / tp, float(replicated)
+    q_o = 2.0 * d * m.num_heads * m.head_dim / tp
+    kv = 2.0 * d * parallelism.kv_heads_per_gpu(model) * m.head_dim
+    bias = 0.0
+    if m.attention_bias:
+        bias += (m.num_heads / tp + 2 * parallelism.kv_heads_per_gpu(model)) * m.head_dim
+    if m.output_bias:
+        bias += d
+    return q_o + kv + bias, 0.0
+
+
+def _ffn_params(model: ModelShape, width: float) -> float:
+    """Return weights of one gated or plain MLP of ``width`` columns (biases when configured)."""
+    d = model.hidden_size
+    matrices = 3.0 if model.ffn_type == "glu" else 2.0
+    bias = ((matrices - 1.0) * width + d) if model.mlp_bias else 0.0
+    return matrices * d * width + bias
+
+
+def _norm_params(model: ModelShape) -> float:
+    """Return norm weights per layer (2 RMSNorms, q/k norms, MLA latent norms)."""
+    m = model
+    per_layer = 2.0 * m.hidden_size
+    if m.qk_norm:
+        per_layer += 2.0 * m.head_dim
+    if m.is_mla:
+        per_layer += m.kv_lora_rank + m.q_lora_rank
+    return per_layer
+
+
+def weight_bytes_per_gpu(
+    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
+) -> WeightBytes:
+    """Return weight bytes on the most loaded GPU (largest pipeline stage, one TP rank).
+
+    All experts stay resident. Embedding and LM head are vocab-parallel; with pp > 1 the first
+    stage holds the embedding and the last the LM head, so a GPU holds one vocab matrix.
+    """
+    m, tp = model, float(parallelism.tp)
+    stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
+    attn_sharded, attn_replicated = _attention_params(m, parallelism)
+    quantized = m.num_layers * (attn_sharded + attn_replicated)
+    unquantized = m.num_layers * _norm_params(m)
+    if m.num_dense_ffn_layers:
+        quantized += m.num_dense_ffn_layers * _ffn_params(m, m.intermediate_size / tp)
+    if m.is_moe:
+        per_layer = m.num_experts * _ffn_params(m, m.moe_intermediate_size / tp)
+        if m.num_shared_experts:
+            shared = m.shared_expert_intermediate_size or m.moe_intermediate_size
+            per_layer += _ffn_params(m, m.num_shared_experts * shared / tp)
+        quantized += m.num_moe_layers * per_layer
+        unquantized += m.num_moe_layers * m.hidden_size * m.num_experts  # router, replicated
+    vocab_matrix = m.vocab_size * m.hidden_size / tp
+    vocab = vocab_matrix if parallelism.pp > 1 or m.tie_word_embeddings else 2.0 * vocab_matrix
+    return WeightBytes(
+        quantized_bytes=quantized * stage_fraction * precision.weight_bytes_per_element,
+        unquantized_bytes=(unquantized * stage_fraction + vocab + m.hidden_size)
+        * precision.unquantized_bytes_per_element,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KvBytesPerToken:
+    """KV-cache bytes per token on one GPU: full-context layers and window-capped layers."""
+
+    full_bytes: float
+    windowed_bytes: float
+    window_tokens: int
+
+    @property
+    def per_token_bytes(self) -> float:
+        """Return bytes per token while the context is below the window."""
+        return self.full_bytes + self.windowed_bytes
+
+    def for_context(self, context_tokens: npt.ArrayLike) -> FloatArray:
+        """Return KV bytes of one sequence holding ``context_tokens`` tokens."""
+        s = as_array(context_tokens)
+        windowed = np.minimum(s, self.window_tokens) if self.window_tokens > 0 else s
+        return np.asarray(self.full_bytes * s + self.windowed_bytes * windowed, dtype=np.float64)
+
+
+def kv_cache_bytes_per_token(
+    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
+) -> KvBytesPerToken:
+    """Return KV-cache bytes per token on one GPU.
+
+    GQA/MHA: 2·n_kv·d_h·b_kv per layer (KV heads split by tp, at least one per rank).
+    MLA: (kv_lora_rank + qk_rope_head_dim)·b_kv per layer, replicated on every TP rank.
+    """
+    m = model
+    b = precision.kv_bytes_per_element
+    stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
+    if m.is_mla:
+        per_layer = (m.kv_lora_rank + m.qk_rope_head_dim) * b
+    else:
+        per_layer = 2.0 * parallelism.kv_heads_per_gpu(m) * m.head_dim * b
+    return KvBytesPerToken(
+        full_bytes=per_layer * m.num_full_attention_layers * stage_fraction,
+        windowed_bytes=per_layer * m.num_sliding_layers * stage_fraction,
+        window_tokens=m.sliding_window_tokens if m.num_sliding_layers else 0,
+    )
+
+
+def activation_bytes(
+    model: ModelShape,
+    precision: Precision,
+    parallelism: Parallelism,
+    *,
+    step_tokens: npt.ArrayLike,
+    logit_rows: npt.ArrayLike,
+) -> FloatArray:
+    """Return the activation peak of a step on one GPU.
+
+    Per token in flight: residual + normed hidden state (2·d) and the widest intermediate (gate and
+    up outputs of the FFN or the routed experts, 2·F/tp) in the activation dtype; plus fp32 logits
+    for one row per sequence (vocab/tp wide).
+    """
+    m, tp = model, float(parallelism.tp)
+    if m.is_moe:
+        shared = m.num_shared_experts * (
+            m.shared_expert_intermediate_size or m.moe_intermediate_size
+        )
+        widest = m.experts_per_token * m.moe_intermediate_size + shared
+        widest = max(widest, m.intermediate_size if m.num_dense_ffn_layers else 0)
+    else:
+        widest = m.intermediate_size
+    qkv = m.q_width + 2 * m.num_kv_heads * m.head_dim
+    per_token = (2.0 * m.hidden_size + max(2.0 * widest, qkv) / tp) * max(
+        precision.activation_bytes_per_element, 2.0
+    )
+    logits = as_array(logit_rows) * m.vocab_size / tp * _LOGIT_BYTES
+    return np.asarray(as_array(step_tokens) * per_token + logits, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """Memory per GPU, in bytes, and whether it fits the usable capacity."""
+
+    weights_bytes: float
+    kv_cache_bytes: FloatArray
+    activations_bytes: FloatArray
+    runtime_overhead_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+
+    @property
+    def total_bytes(self) -> FloatArray:
+        return np.asarray(
+            self.weights_bytes
+            + self.kv_cache_bytes
+            + self.activations_bytes
+            + self.runtime_overhead_bytes,
+            dtype=np.float64,
+        )
+
+    @property
+    def fits(self) -> npt.NDArray[np.bool_]:
+        return np.asarray(self.total_bytes <= self.usable_bytes)
+
+
+def memory_breakdown(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    sequences: npt.ArrayLike,
+    context_tokens: npt.ArrayLike,
+    step_tokens: npt.ArrayLike,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+) -> MemoryBreakdown:
+    """Return memory per GPU for ``sequences`` holding ``context_tokens`` each."""
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    kv = as_array(sequences) * kv_cache_bytes_per_token(model, precision, parallelism).for_context(
+        context_tokens
+    )
+    act = activation_bytes(
+        model, precision, parallelism, step_tokens=step_tokens, logit_rows=sequences
+    )
+    capacity = capacity_bytes(accelerator)
+    return MemoryBreakdown(
+        weights_bytes=weights,
+        kv_cache_bytes=kv,
+        activations_bytes=act,
+        runtime_overhead_bytes=RUNTIME_OVERHEAD_BYTES,
+        capacity_bytes=capacity,
+        usable_bytes=capacity * memory_utilization,
+    )
+
+
+def max_batch_size(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    context_tokens: float,
+    step_tokens: float,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+) -> int:
+    """Return floor((usable − weights − activations − overhead) / bytes per sequence), at least 0.
+
+    Activations are taken at ``step_tokens`` (the largest step the engine runs); each sequence
+    costs its KV cache at ``context_tokens`` plus one fp32 logit row.
+    """
+    capacity = capacity_bytes(accelerator) * memory_utilization
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    act = float(
+        activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
+    )
+    free = capacity - weights - act - RUNTIME_OVERHEAD_BYTES
+    kv = kv_cache_bytes_per_token(model, precision, parallelism).for_context(context_tokens)
+    logit_row = float(
+        activation_bytes(model, precision, parallelism, step_tokens=0.0, logit_rows=1.0)
+    )
+    per_sequence = float(kv) + logit_row
+    if free <= 0:
+        return 0
+    return math.floor(free / per_sequence)

@@ -1,0 +1,450 @@
+"""Per-operator FLOPs, bytes and time of one forward step, per GPU, vectorised over batch sizes.
+
+Every row is for one tensor-parallel rank (tp splits heads, FFN/expert columns and the
+vocabulary) summed over all layers along the step's critical path: pipeline stages run one after
+the other for a step, so pp does not shorten the step; it adds stage sends (and leaves each
+stage idle (pp−1)/pp of the step, the pipeline bubble of an un-interleaved schedule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.hardware import Accelerator
+from service.engine.kernels import (
+    FloatArray,
+    KernelCost,
+    as_array,
+    attention_cost,
+    bound_of,
+    collective_cost,
+    gemm_cost,
+    zero_cost,
+)
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+
+# Row kinds: GEMMs (weights), attention (KV cache), memory-only gathers, interconnect.
+GEMM, ATTENTION, MEMORY, COMMUNICATION = "gemm", "attention", "memory", "communication"
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionGroup:
+    """Sequences in a step that share a shape: ``new_tokens`` each, after ``past_tokens`` cached."""
+
+    sequences: FloatArray
+    new_tokens: FloatArray
+    past_tokens: FloatArray
+
+    @classmethod
+    def of(
+        cls, sequences: npt.ArrayLike, new_tokens: npt.ArrayLike, past_tokens: npt.ArrayLike
+    ) -> AttentionGroup:
+        """Build a group from scalars or arrays (broadcast together)."""
+        b, t, s = np.broadcast_arrays(
+            as_array(sequences), as_array(new_tokens), as_array(past_tokens)
+        )
+        return cls(b, t, s)
+
+    @property
+    def tokens(self) -> FloatArray:
+        return np.asarray(self.sequences * self.new_tokens, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorRow:
+    """One operator of a step: work and time per GPU, summed over the layers that run it."""
+
+    name: str
+    phase: str
+    kind: str
+    cost: KernelCost
+
+    @property
+    def flops(self) -> FloatArray:
+        return self.cost.flops
+
+    @property
+    def bytes(self) -> FloatArray:
+        return self.cost.bytes
+
+    @property
+    def time_s(self) -> FloatArray:
+        return self.cost.time_s
+
+    @property
+    def arithmetic_intensity_flop_per_byte(self) -> FloatArray:
+        return intensity(self.cost.flops, self.cost.bytes)
+
+    @property
+    def bound(self) -> npt.NDArray[np.str_]:
+        if self.kind == COMMUNICATION:
+            return np.full(np.shape(self.cost.time_s), COMMUNICATION)
+        return self.cost.bound
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """All operators of one step plus fixed per-layer and per-step overheads."""
+
+    phase: str
+    rows: tuple[OperatorRow, ...]
+    overhead_s: FloatArray
+
+    @property
+    def total(self) -> KernelCost:
+        total = self.rows[0].cost
+        for row in self.rows[1:]:
+            total = total + row.cost
+        return total
+
+    @property
+    def time_s(self) -> FloatArray:
+        return np.asarray(self.total.time_s + self.overhead_s, dtype=np.float64)
+
+    def kind_total(self, kind: str) -> KernelCost:
+        """Sum the rows of one kind (e.g. GEMM for the weight-streaming intensity)."""
+        rows = [r.cost for r in self.rows if r.kind == kind]
+        total = zero_cost(np.shape(self.overhead_s))
+        for cost in rows:
+            total = total + cost
+        return total
+
+    @property
+    def bound(self) -> npt.NDArray[np.str_]:
+        """Name the term whose rows take the most time: compute, memory or communication."""
+        shape = np.shape(self.overhead_s)
+        by_bound = {name: np.zeros(shape) for name in ("compute", "memory", COMMUNICATION)}
+        for row in self.rows:
+            bound = np.broadcast_to(row.bound, shape)
+            for name, acc in by_bound.items():
+                acc += np.where(bound == name, row.time_s, 0.0)
+        return bound_of(by_bound["compute"], by_bound["memory"], by_bound[COMMUNICATION])
+
+    @property
+    def arithmetic_intensity_flop_per_byte(self) -> FloatArray:
+        total = self.total
+        return intensity(total.flops, total.bytes)
+
+
+def intensity(flops: FloatArray, nbytes: FloatArray) -> FloatArray:
+    """Return FLOPs per byte (0 where no bytes move)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(nbytes > 0, flops / nbytes, 0.0), dtype=np.float64)
+
+
+def expected_experts_touched(
+    num_experts: int, experts_per_token: int, tokens: FloatArray
+) -> FloatArray:
+    """Return distinct experts hit by ``tokens``, uniform top-k routing: E·(1 − (1 − k/E)^N)."""
+    e, k = float(num_experts), float(experts_per_token)
+    return np.asarray(e * (1.0 - (1.0 - k / e) ** tokens), dtype=np.float64)
+
+
+class _StepBuilder:
+    """Accumulate the operator rows of one step (shared context for the per-operator helpers)."""
+
+    def __init__(
+        self,
+        model: ModelShape,
+        accelerator: Accelerator,
+        precision: Precision,
+        parallelism: Parallelism,
+        params: EfficiencyParams,
+        phase: str,
+        groups: Sequence[AttentionGroup],
+    ) -> None:
+        self.model, self.acc, self.prec, self.par, self.params = (
+            model,
+            accelerator,
+            precision,
+            parallelism,
+            params,
+        )
+        self.phase = phase
+        self.groups = tuple(groups)
+        shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in self.groups))
+        self.shape = shape
+        self.tokens = np.broadcast_to(sum((g.tokens for g in self.groups), np.zeros(shape)), shape)
+        self.logit_rows = np.broadcast_to(
+            sum((g.sequences for g in self.groups), np.zeros(shape)), shape
+        )
+        self.rows: list[OperatorRow] = []
+        self.tp = float(parallelism.tp)
+
+    def gemm(self, m: FloatArray, n: float, k: float, *, quantized: bool = True) -> KernelCost:
+        prec = self.prec
+        return gemm_cost(
+            m,
+            n,
+            k,
+            compute_dtype=prec.compute_dtype if quantized else prec.unquantized_dtype,
+            weight_bytes_per_element=(
+                prec.weight_bytes_per_element if quantized else prec.unquantized_bytes_per_element
+            ),
+            activation_bytes_per_element=(
+                prec.activation_bytes_per_element
+                if quantized
+                else prec.unquantized_bytes_per_element
+            ),
+            accelerator=self.acc,
+            params=self.params,
+        )
+
+    def add(self, name: str, kind: str, cost: KernelCost) -> None:
+        full = KernelCost(*(np.broadcast_to(f, self.shape) for f in _fields(cost)))
+        self.rows.append(OperatorRow(name, self.phase, kind, full))
+
+    # --- operators -------------------------------------------------------------------------
+
+    def embedding(self) -> None:
+        gather = self.tokens * self.model.hidden_size * self.prec.unquantized_bytes_per_element
+        memory_s = gather / (
+            self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
+        )
+        z = np.zeros(self.shape)
+        self.add("embedding", MEMORY, KernelCost(z, gather, z, memory_s, z, memory_s))
+
+    def qkv_projection(self) -> None:
+        m, n = self.model, self.tokens
+        heads = m.num_heads / self.tp
+        if m.is_mla:
+            qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+            latent = m.kv_lora_rank + m.qk_rope_head_dim
+            if m.q_lora_rank > 0:
+                # Fused q_a + kv_a down-projection (replicated on every rank), then q up-projection.
+                cost = self.gemm(n, m.q_lora_rank + latent, m.hidden_size)
+                cost = cost + self.gemm(n, heads * qk_dim, m.q_lora_rank)
+            else:
+                cost = self.gemm(n, heads * qk_dim, m.hidden_size)
+                cost = cost + self.gemm(n, latent, m.hidden_size)
+            # Absorbed kv_b (W_UK into q, W_UV after attention): same weights, FLOPs on new tokens.
+            cost = cost + self.gemm(n, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+        else:
+            kv_heads = self.par.kv_heads_per_gpu(m)
+            cost = self.gemm(n, (heads + 2 * kv_heads) * m.head_dim, m.hidden_size)
+        self.add("qkv_projection", GEMM, cost.scaled(m.num_layers))
+
+    def attention(self) -> None:
+        m = self.model
+        heads = m.num_heads / self.tp
+        b_kv = self.prec.kv_bytes_per_element
+        if m.is_mla:
+            score_dim = float(m.kv_lora_rank + m.qk_rope_head_dim)
+            value_dim = float(m.kv_lora_rank)
+            kv_per_token = score_dim * b_kv  # one shared latent, replicated on every TP rank
+        else:
+            score_dim = value_dim = float(m.head_dim)
+            kv_per_token = 2.0 * self.par.kv_heads_per_gpu(m) * m.head_dim * b_kv
+        total = zero_cost(self.shape)
+        layer_kinds = (
+            (m.num_full_attention_layers, 0.0),
+            (m.num_sliding_layers, float(m.sliding_window_tokens)),
+        )
+        for count, window in layer_kinds:
+            if count == 0:
+                continue
+            for g in self.groups:
+                cost = attention_cost(
+                    g.sequences,
+                    g.new_tokens,
+                    g.past_tokens,
+                    num_heads=heads,
+                    score_dim=score_dim,
+                    value_dim=value_dim,
+                    kv_bytes_per_token=kv_per_token,
+                    window_tokens=window,
+                    activation_bytes_per_element=max(self.prec.activation_bytes_per_element, 2.0),
+                    accelerator=self.acc,
+                    params=self.params,
+                )
+                total = total + cost.scaled(count)
+        self.add("attention", ATTENTION, total)
+
+    def output_projection(self) -> None:
+        m = self.model
+        v_dim = m.v_head_dim if m.is_mla else m.head_dim
+        cost = self.gemm(self.tokens, m.hidden_size, m.num_heads / self.tp * v_dim)
+        self.add("output_projection", GEMM, cost.scaled(m.num_layers))
+
+    def _mlp(self, tokens: FloatArray, width: float) -> KernelCost:
+        """Cost a gated (3-matrix) or plain (2-matrix) MLP of ``width`` columns on this rank."""
+        d = self.model.hidden_size
+        up = 2.0 * width if self.model.ffn_type == "glu" else width
+        return self.gemm(tokens, up, d) + self.gemm(tokens, d, width)
+
+    def ffn(self) -> None:
+        m = self.model
+        if m.num_dense_ffn_layers == 0:
+            return
+        cost = self._mlp(self.tokens, m.intermediate_size / self.tp)
+        self.add("ffn", GEMM, cost.scaled(m.num_dense_ffn_layers))
+
+    def moe(self) -> None:
+        m = self.model
+        if not m.is_moe:
+            return
+        layers = m.num_moe_layers
+        router = self.gemm(self.tokens, m.num_experts, m.hidden_size, quantized=False)
+        self.add("router", GEMM, router.scaled(layers))
+        touched = expected_experts_touched(m.num_experts, m.experts_per_token, self.tokens)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rows_per_expert = np.where(
+                touched > 0, self.tokens * m.experts_per_token / touched, 0.0
+            )
+        # Each touched expert on this rank is split (tp/ep) ways; one fused kernel per matrix.
+        width = m.moe_intermediate_size * self.par.ep / self.tp
+        no_launch = self.params.replace(kernel_latency_us=0.0)
+        d = m.hidden_size
+        up = 2.0 * width if m.ffn_type == "glu" else width
+        one = self._gemm_with(no_launch, rows_per_expert, up, d) + self._gemm_with(
+            no_launch, rows_per_expert, d, width
+        )
+        experts = one.scaled(touched / self.par.ep)
+        launches = np.where(self.tokens > 0, 2.0 * self.params.kernel_latency_us * 1e-6, 0.0)
+        z = np.zeros(self.shape)
+        experts = experts + KernelCost(z, z, z, z, z, launches)
+        self.add("experts", GEMM, experts.scaled(layers))
+        if m.num_shared_experts:
+            shared_width = m.shared_expert_intermediate_size or m.moe_intermediate_size
+            cost = self._mlp(self.tokens, m.num_shared_experts * shared_width / self.tp)
+            self.add("shared_experts", GEMM, cost.scaled(layers))
+
+    def _gemm_with(self, params: EfficiencyParams, m: FloatArray, n: float, k: float) -> KernelCost:
+        return gemm_cost(
+            m,
+            n,
+            k,
+            compute_dtype=self.prec.compute_dtype,
+            weight_bytes_per_element=self.prec.weight_bytes_per_element,
+            activation_bytes_per_element=self.prec.activation_bytes_per_element,
+            accelerator=self.acc,
+            params=params,
+        )
+
+    def lm_head(self) -> None:
+        m = self.model
+        cost = self.gemm(self.logit_rows, m.vocab_size / self.tp, m.hidden_size, quantized=False)
+        self.add("lm_head", GEMM, cost)
+
+    def communication(self) -> None:
+        m, par = self.model, self.par
+        b = self.prec.communication_bytes_per_element
+        activation_bytes = self.tokens * m.hidden_size * b
+        if par.tp > 1:
+            # Two all-reduces per layer (after attention and after the FFN); with ep > 1 the MoE
+            # layers' FFN all-reduce becomes the all-to-all pair below.
+            count = 2 * m.num_layers - (m.num_moe_layers if par.ep > 1 else 0)
+            cost = collective_cost(
+                "all_reduce", par.tp, activation_bytes, accelerator=self.acc, params=self.params
+            )
+            self.add("tp_all_reduce", COMMUNICATION, cost.scaled(count))
+        if par.ep > 1:
+            # Dispatch and combine: each rank sends its 1/ep share of tokens, k copies each.
+            message = activation_bytes * m.experts_per_token / par.ep
+            cost = collective_cost(
+                "alltoall", par.ep, message, accelerator=self.acc, params=self.params
+            )
+            self.add("ep_all_to_all", COMMUNICATION, cost.scaled(2 * m.num_moe_layers))
+        if par.pp > 1:
+            cost = collective_cost(
+                "send", 2, activation_bytes, accelerator=self.acc, params=self.params
+            )
+            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp - 1))
+
+    def build(self) -> StepCost:
+        self.embedding()
+        self.qkv_projection()
+        self.attention()
+        self.output_projection()
+        self.ffn()
+        self.moe()
+        self.lm_head()
+        self.communication()
+        p = self.params
+        active = self.tokens > 0
+        overhead = np.where(
+            active, (self.model.num_layers * p.layer_overhead_us + p.step_overhead_us) * 1e-6, 0.0
+        )
+        return StepCost(self.phase, tuple(self.rows), np.broadcast_to(overhead, self.shape))
+
+
+def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
+    return (
+        cost.flops,
+        cost.bytes,
+        cost.compute_s,
+        cost.memory_s,
+        cost.communication_s,
+        cost.time_s,
+    )
+
+
+def step_cost(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    groups: Sequence[AttentionGroup],
+    params: EfficiencyParams,
+    phase: str,
+) -> StepCost:
+    """Cost one forward step whose sequences are described by attention groups.
+
+    GEMMs run once over all the step's tokens (a unified batch); attention runs per group; the LM
+    head runs on one row per sequence (the last token of a prefill, the new token of a decode).
+    """
+    return _StepBuilder(model, accelerator, precision, parallelism, params, phase, groups).build()
+
+
+def decode_step(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    batch_size: npt.ArrayLike,
+    context_tokens: npt.ArrayLike,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+) -> StepCost:
+    """Cost one decode step: ``batch_size`` sequences each add a token after ``context_tokens``."""
+    group = AttentionGroup.of(batch_size, 1.0, context_tokens)
+    return step_cost(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        groups=[group],
+        params=params,
+        phase="decode",
+    )
+
+
+def prefill_step(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    batch_size: npt.ArrayLike,
+    input_tokens: npt.ArrayLike,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+) -> StepCost:
+    """Cost the prefill of ``batch_size`` prompts of ``input_tokens`` each (no cached context)."""
+    group = AttentionGroup.of(batch_size, input_tokens, 0.0)
+    return step_cost(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        groups=[group],
+        params=params,
+        phase="prefill",
+    )

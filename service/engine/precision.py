@@ -1,0 +1,93 @@
+"""Numeric precision of weights, activations and KV cache, and the compute dtype they imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.engine.errors import UnsupportedDtypeError
+from service.engine.hardware import DTYPE_BYTES, DTYPES
+
+WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
+# Activation dtypes a GEMM can take as input (int4 activations are not a serving format).
+ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+# Quantisation scale bytes stored per weight element, for sub-16-bit weights:
+# - fp8/int8: one fp32 scale per 128×128 block (DeepSeek-V3 fp8 checkpoints, notes.md B1);
+#   per-channel or per-tensor scales are smaller still.
+# - int4/fp4: one 8-bit scale per 32 weights (MXFP4 block size; AWQ/GPTQ with a 16-bit scale
+#   per 128 weights and packed zeros is about the same, 0.02–0.03 B).
+QUANT_SCALE_BYTES_PER_WEIGHT = {
+    "fp8": 4.0 / (128 * 128),
+    "int8": 4.0 / (128 * 128),
+    "int4": 1.0 / 32,
+    "fp4": 1.0 / 32,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """Storage dtypes of weights, activations and KV cache.
+
+    Compute dtype: equal weight and activation dtypes compute in that dtype (fp8×fp8 → fp8 math);
+    16/32-bit activations with narrower weights are weight-only quantisation (dequantised in the
+    kernel, so bf16 math); 8-bit activations with 4-bit weights (W4A8) compute in the 8-bit dtype;
+    activations narrower than the weights compute in the weights' dtype.
+    Quantisation covers the decoder-layer linear weights; embeddings, LM head, router and norms
+    stay in 16-bit, as in vLLM/TensorRT-LLM fp8 and AWQ/GPTQ checkpoints.
+    """
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+
+    def validate(self) -> None:
+        """Raise UnsupportedDtypeError for an unknown dtype name."""
+        for role, dtype in (("weights", self.weights), ("kv_cache", self.kv_cache)):
+            if dtype not in DTYPES:
+                raise UnsupportedDtypeError(
+                    f"{role} dtype {dtype!r} is not one of {', '.join(DTYPES)}"
+                )
+        if self.activations not in ACTIVATION_DTYPES:
+            raise UnsupportedDtypeError(
+                f"activations dtype {self.activations!r} is not one of "
+                f"{', '.join(ACTIVATION_DTYPES)}"
+            )
+
+    @property
+    def compute_dtype(self) -> str:
+        """Return the dtype the decoder GEMMs run in (see the class docstring)."""
+        w, a = self.weights, self.activations
+        if w == a or a in WIDE_DTYPES:
+            return a
+        return a if DTYPE_BYTES[w] <= DTYPE_BYTES[a] else w
+
+    @property
+    def unquantized_dtype(self) -> str:
+        """Return the dtype of embeddings, LM head and router: 16-bit, or wider activations."""
+        return self.activations if self.activations in WIDE_DTYPES else "bf16"
+
+    @property
+    def weight_bytes_per_element(self) -> float:
+        """Return bytes per decoder-layer weight, quantisation scales included."""
+        return DTYPE_BYTES[self.weights] + QUANT_SCALE_BYTES_PER_WEIGHT.get(self.weights, 0.0)
+
+    @property
+    def unquantized_bytes_per_element(self) -> float:
+        """Return bytes per embedding/LM-head/router weight."""
+        return DTYPE_BYTES[self.unquantized_dtype]
+
+    @property
+    def activation_bytes_per_element(self) -> float:
+        return DTYPE_BYTES[self.activations]
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return DTYPE_BYTES[self.kv_cache]
+
+    @property
+    def communication_bytes_per_element(self) -> float:
+        """Return bytes per element of TP all-reduces (at least 16-bit: reductions are not fp8)."""
+        return max(DTYPE_BYTES[self.activations], 2.0)
+
+
+BF16 = Precision()

@@ -1,0 +1,102 @@
+"""Continuous-batching steady state for a closed loop of C concurrent requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray
+from service.engine.operators import AttentionGroup, StepCost, step_cost
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+
+
+@dataclass(frozen=True, slots=True)
+class ServingState:
+    """Steady-state times of a closed loop, one entry per concurrency (seconds unless named)."""
+
+    running: FloatArray  # requests in the step stream (concurrency capped by KV-cache room)
+    step: StepCost  # the average mixed step: decode tokens + amortised prefill tokens
+    first_token_step: StepCost  # a step carrying one chunk of a new request's prompt
+    decode_only: StepCost  # the same running batch without prefill work
+    prefill_chunks: FloatArray
+    ttft_s: FloatArray
+    tpot_s: FloatArray
+    queue_wait_s: FloatArray
+    e2e_s: FloatArray
+    requests_per_s: FloatArray
+    prefill_time_share: FloatArray  # fraction of step time spent on prefill tokens
+
+
+def serving_state(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    concurrency: FloatArray,
+    max_running: int,
+    input_tokens: int,
+    output_tokens: int,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+) -> ServingState:
+    """Model a closed loop of ``concurrency`` clients against continuous batching.
+
+    - Running requests R = min(C, max_running); each step carries R decode tokens plus, on
+      average, R·S_in/S_out prefill tokens (one prompt per S_out steps per slot), priced as one
+      unified GEMM pass with attention per request (decode at mean context S_in + S_out/2).
+    - TPOT = mean step time.
+    - A new request waits ``admission_wait_steps`` steps, then its prompt runs in
+      n = ceil(S_in / prefill_chunk_tokens) chunks, each in a step beside the R decode tokens.
+    - Waiting for a slot when C > R (closed loop, Little's law): each request's service time
+      T = admission + prefill + (S_out − 1)·TPOT; throughput X = R / T, response time C / X,
+      so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
+    """
+    c = np.asarray(concurrency, dtype=np.float64)
+    running = np.minimum(c, max_running) if max_running > 0 else c
+    s_in, s_out = float(input_tokens), float(output_tokens)
+
+    def run(groups: list[AttentionGroup], phase: str) -> StepCost:
+        return step_cost(
+            model,
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            groups=groups,
+            params=params,
+            phase=phase,
+        )
+
+    decode = AttentionGroup.of(running, 1.0, s_in + s_out / 2.0)
+    prompts = AttentionGroup.of(running / s_out, s_in, 0.0)
+    step = run([decode, prompts], "mixed")
+    decode_only = run([decode], "decode")
+    chunks = float(np.ceil(s_in / params.prefill_chunk_tokens))
+    chunk = AttentionGroup.of(
+        np.ones_like(running), s_in / chunks, s_in * (chunks - 1) / (2 * chunks)
+    )
+    first = run([decode, chunk], "mixed")
+    tpot = step.time_s
+    admission = params.admission_wait_steps * tpot
+    service = admission + chunks * first.time_s + (s_out - 1.0) * tpot
+    queue_wait = (c / running - 1.0) * service
+    ttft = queue_wait + admission + chunks * first.time_s
+    e2e = ttft + (s_out - 1.0) * tpot
+    share = np.clip((tpot - decode_only.time_s) / tpot, 0.0, 1.0)
+    return ServingState(
+        running=running,
+        step=step,
+        first_token_step=first,
+        decode_only=decode_only,
+        prefill_chunks=np.full(np.shape(running), chunks),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        queue_wait_s=queue_wait,
+        e2e_s=e2e,
+        requests_per_s=running / service,
+        prefill_time_share=share,
+    )
