@@ -69,7 +69,7 @@ def test_nccl_csv_converts_elements_to_bytes() -> None:
     result = parse_csv(text)
     a, b = result.measurements
     assert isinstance(a, CollectiveMeasurement) and isinstance(b, CollectiveMeasurement)
-    assert (a.op, a.num_gpus, a.message_bytes) == ("all_to_all", 4, 2048.0)
+    assert (a.op, a.num_gpus, a.message_bytes) == ("alltoall", 4, 2048.0)
     assert (b.op, b.message_bytes) == ("all_reduce", 1024.0)
     assert len(parse_csv(_read("h100_nccl_subset.csv")).measurements) == 60
 

@@ -10,7 +10,7 @@ from service.engine.errors import EngineError
 
 KINDS: tuple[str, ...] = ("gemm", "attention", "collective", "static", "serving")
 ATTENTION_PHASES: tuple[str, ...] = ("prefill", "decode")
-COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "send")
 
 
 class MeasurementError(EngineError):

@@ -13,7 +13,7 @@ decode_attention   ``batch_size, num_heads, num_key_value_heads, head_dim,
 prefill_attention  ``batch_size, seq_len, num_heads, num_key_value_heads, head_dim,
                    [kv_cache_dtype], latency_ms`` (``seq_len`` → ``context_tokens``)
 nccl               ``op_name, nccl_dtype, num_gpus, message_elements, latency_ms``
-                   (bytes = elements × dtype bytes; ``alltoall`` → ``all_to_all``)
+                   (bytes = elements × dtype bytes)
 serving            ``model, isl, osl, concurrency, tp, [pp], ttft_ms, tpot_ms,
                    [precision, gemm_quant_mode, backend, backend_version]``
 argonne            ``Hardware, Num of Hardware, Framework, Model, Input Output Length,
@@ -81,8 +81,9 @@ _OP_ALIASES: Mapping[str, str] = {
     "allgather": "all_gather",
     "reduce_scatter": "reduce_scatter",
     "reducescatter": "reduce_scatter",
-    "alltoall": "all_to_all",
-    "all_to_all": "all_to_all",
+    "alltoall": "alltoall",
+    "all_to_all": "alltoall",
+    "send": "send",
 }
 # Argonne LLM-Inference-Bench labels (SOURCES.md §1). H100 rows ran on an ALCF gpu_h100 queue,
 # assumed SXM; the A100 memory size is not stated in the files.

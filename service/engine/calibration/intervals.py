@@ -1,0 +1,128 @@
+"""80% prediction intervals for TTFT and TPOT from held-out residuals.
+
+How an interval is built, for a prediction ``p`` of metric ``M`` (``ttft_ms`` or ``tpot_ms``):
+
+1. Residuals ``r = log(measured / predicted)`` come from measurements held out of the fit
+   (cross-validation), never from the fitted points themselves, so they include the error of
+   predicting data the fit has not seen.
+2. Their empirical quantiles at the conformal levels ``⌊(n+1)·0.1⌋/n`` and ``⌈(n+1)·0.9⌉/n``
+   give ``q_lo ≤ q_hi``; the interval is ``[p·exp(q_lo), p·exp(q_hi)]``. With fewer than
+   ``MIN_RESIDUALS`` residuals the quantiles fall back to ±``z·FALLBACK_LOG_SIGMA``.
+3. Widening adds an extra log-spread ``s`` on both sides: ``q_lo − z·s``, ``q_hi + z·s`` with
+   ``z = 1.2816`` (the 90th percentile of a standard normal) and ``s² = s_t² + s_d²``:
+
+   - transfer (a profile fitted on another accelerator): ``s_t = TRANSFER_LOG_SIGMA`` = 0.10.
+     Source of the magnitude: the best-shape GEMM fraction of peak spans 80–87% across
+     A100/H100/GH200 (reference/accelerators.md §3a) and achieved HBM fractions span ~84–92%
+     (§3b), i.e. about ±10% between family members that the transfer cannot see.
+   - distance from the calibration data: ``s_d = DISTANCE_LOG_SIGMA · d`` with 0.05 per
+     doubling, where ``d`` is the number of doublings (log2) by which the query lies outside
+     the range spanned by the calibration data, summed over batch size/concurrency, input
+     tokens, output tokens and GPU count (0 inside the range).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+COVERAGE = 0.8
+Z_90 = 1.2815515655446004  # standard normal 90th percentile (two-sided 80%)
+MIN_RESIDUALS = 8
+FALLBACK_LOG_SIGMA = 0.25  # ±25%-ish when too few held-out residuals exist
+TRANSFER_LOG_SIGMA = 0.10
+DISTANCE_LOG_SIGMA = 0.05  # per doubling outside the calibration range
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureRange:
+    """Closed range of one workload feature seen in the calibration data."""
+
+    low: float
+    high: float
+
+    def doublings_outside(self, value: ArrayLike) -> NDArray[np.float64]:
+        """log2 distance of ``value`` outside [low, high] (0 inside)."""
+        v = np.maximum(np.asarray(value, dtype=float), 1e-12)
+        below = np.log2(self.low / v)
+        above = np.log2(v / self.high)
+        return np.asarray(np.maximum(np.maximum(below, above), 0.0), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class ResidualQuantiles:
+    """Lower and upper log-residual quantiles for one metric, from ``n`` held-out points."""
+
+    n: int
+    q_low: float
+    q_high: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An interval per prediction, same units as the prediction."""
+
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+    coverage: float = COVERAGE
+
+
+def residual_quantiles(residuals: ArrayLike, coverage: float = COVERAGE) -> ResidualQuantiles:
+    """Conformal lower/upper quantiles of held-out log residuals log(meas/pred)."""
+    r = np.asarray(residuals, dtype=float)
+    r = np.sort(r[np.isfinite(r)])
+    n = int(r.size)
+    tail = (1.0 - coverage) / 2.0
+    if n < MIN_RESIDUALS:
+        center = float(np.median(r)) if n else 0.0
+        half = Z_90 * FALLBACK_LOG_SIGMA
+        return ResidualQuantiles(n, center - half, center + half)
+    lo_rank = max(math.floor((n + 1) * tail), 1)
+    hi_rank = min(math.ceil((n + 1) * (1.0 - tail)), n)
+    return ResidualQuantiles(n, float(r[lo_rank - 1]), float(r[hi_rank - 1]))
+
+
+def extra_log_sigma(
+    *, transferred: bool, doublings_outside: ArrayLike = 0.0
+) -> NDArray[np.float64]:
+    """Extra log-spread for transfer and distance from the calibration data (see module doc)."""
+    d = np.asarray(doublings_outside, dtype=float)
+    s_t = TRANSFER_LOG_SIGMA if transferred else 0.0
+    return np.asarray(np.sqrt(s_t**2 + (DISTANCE_LOG_SIGMA * d) ** 2), dtype=np.float64)
+
+
+def interval(
+    predicted: ArrayLike,
+    quantiles: ResidualQuantiles,
+    *,
+    transferred: bool = False,
+    doublings_outside: ArrayLike = 0.0,
+) -> Interval:
+    """Prediction interval around ``predicted`` from residual quantiles, widened as documented."""
+    p = np.asarray(predicted, dtype=float)
+    s = extra_log_sigma(transferred=transferred, doublings_outside=doublings_outside)
+    low = p * np.exp(quantiles.q_low - Z_90 * s)
+    high = p * np.exp(quantiles.q_high + Z_90 * s)
+    return Interval(np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64))
+
+
+def coverage_of(intervals: Interval, measured: ArrayLike) -> float:
+    """Fraction of measurements inside their intervals."""
+    m = np.asarray(measured, dtype=float)
+    inside = (m >= intervals.low) & (m <= intervals.high)
+    return float(np.mean(inside)) if inside.size else float("nan")
+
+
+def doublings_outside(
+    ranges: Mapping[str, FeatureRange], features: Mapping[str, ArrayLike]
+) -> NDArray[np.float64]:
+    """Sum of log2 distances outside the calibration ranges over the features both name."""
+    total: NDArray[np.float64] = np.zeros(())
+    for name, value in features.items():
+        if name in ranges:
+            total = total + ranges[name].doublings_outside(value)
+    return np.asarray(total, dtype=np.float64)
