@@ -1,0 +1,175 @@
+"""Estimate entry point: static and serving timelines, throughput, cost, energy, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_refs import make_a100
+
+from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
+from service.engine.estimate import estimate
+from service.engine.hardware import Accelerator
+from service.engine.operators import AttentionGroup, decode_step, prefill_step, step_cost
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+
+BATCHES = np.array([1.0, 8.0, 64.0, 256.0])
+
+
+def test_static_timeline(llama8b: ModelShape, h100: Accelerator) -> None:
+    r = estimate(llama8b, h100, input_tokens=1024, output_tokens=128, batch_sizes=BATCHES)
+    np.testing.assert_allclose(r.e2e_latency_ms, r.ttft_ms + 127 * r.tpot_ms)
+    np.testing.assert_allclose(r.requests_per_s, BATCHES / (r.e2e_latency_ms / 1e3))
+    np.testing.assert_allclose(r.total_tokens_per_s, r.requests_per_s * (1024 + 128))
+    np.testing.assert_allclose(r.output_tokens_per_s, r.requests_per_s * 128)
+    assert list(r.decode_bound) == ["memory"] * 4
+    assert list(r.prefill_bound) == ["compute"] * 4
+    # Batch-1 decode of an 8B bf16 model streams ~16 GB per token: 5–8 ms on an H100.
+    assert 5.0 < r.tpot_ms[0] < 8.0
+
+
+def test_static_ttft_prices_whole_batch_prefill(llama8b: ModelShape, h100: Accelerator) -> None:
+    r = estimate(llama8b, h100, input_tokens=1024, output_tokens=16, batch_sizes=[1, 16])
+    # Prefill is compute-bound, so 16 prompts take close to 16× one prompt.
+    assert r.ttft_ms[1] / r.ttft_ms[0] == pytest.approx(16, rel=0.2)
+
+
+def test_cost_and_energy(llama8b: ModelShape, h100: Accelerator) -> None:
+    r = estimate(
+        llama8b,
+        h100,
+        input_tokens=1024,
+        output_tokens=128,
+        batch_sizes=BATCHES,
+        price_usd_per_hour=2.0,
+        parallelism=Parallelism(tp=2),
+    )
+    assert r.usd_per_hour == 4.0
+    run_usd = 4.0 * r.e2e_latency_ms / 1e3 / 3600
+    billed = (
+        r.usd_per_million_input_tokens * BATCHES * 1024
+        + r.usd_per_million_output_tokens * BATCHES * 128
+    ) / 1e6
+    np.testing.assert_allclose(billed, run_usd, rtol=1e-9)
+    np.testing.assert_allclose(r.energy_per_output_token_j, 700 * 2 / r.output_tokens_per_s)
+    assert np.all(np.diff(r.usd_per_million_output_tokens) < 0)
+
+
+def test_missing_price_gives_nan(llama8b: ModelShape, h200: Accelerator) -> None:
+    r = estimate(llama8b, h200, input_tokens=128, output_tokens=8, batch_sizes=[1])
+    assert r.usd_per_hour is None
+    assert np.isnan(r.usd_per_million_output_tokens).all()
+
+
+def test_serving_unified_step_is_cheaper_than_separate_passes(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    kwargs = {"precision": Precision(), "parallelism": Parallelism(), "params": DEFAULT_EFFICIENCY}
+    decode = AttentionGroup.of(64.0, 1.0, 1088.0)
+    prompts = AttentionGroup.of(0.5, 1024.0, 0.0)
+    mixed = step_cost(llama8b, h100, groups=[decode, prompts], phase="mixed", **kwargs)  # type: ignore[arg-type]
+    separate = decode_step(llama8b, h100, batch_size=64.0, context_tokens=1088.0, **kwargs)  # type: ignore[arg-type]
+    separate_pf = prefill_step(llama8b, h100, batch_size=0.5, input_tokens=1024.0, **kwargs)  # type: ignore[arg-type]
+    assert float(mixed.time_s) < float(separate.time_s + separate_pf.time_s)
+
+
+def test_serving(llama8b: ModelShape, h100: Accelerator) -> None:
+    r = estimate(
+        llama8b,
+        h100,
+        input_tokens=1024,
+        output_tokens=128,
+        batch_sizes=[1, 16, 64, 4096],
+        mode="serving",
+    )
+    assert r.max_batch_size < 4096
+    assert r.queue_wait_ms[:3].tolist() == [0.0, 0.0, 0.0]
+    assert r.queue_wait_ms[3] > 0
+    assert r.running_batch_size[3] == r.max_batch_size
+    assert r.fits.all()
+    np.testing.assert_allclose(r.e2e_latency_ms, r.ttft_ms + 127 * r.tpot_ms)
+    # Closed loop (Little's law): concurrency = throughput × response time.
+    np.testing.assert_allclose(r.requests_per_s * r.e2e_latency_ms / 1e3, r.batch_size)
+    assert np.all(np.diff(r.tpot_ms) >= 0)
+    static = estimate(llama8b, h100, input_tokens=1024, output_tokens=128, batch_sizes=[64])
+    # Serving TPOT carries amortised prefill tokens, so it exceeds the pure decode step.
+    assert r.tpot_ms[2] > static.tpot_ms[0]
+
+
+def test_serving_long_prompt_is_chunked(llama8b: ModelShape, h100: Accelerator) -> None:
+    short = estimate(
+        llama8b, h100, input_tokens=8192, output_tokens=64, batch_sizes=[1], mode="serving"
+    )
+    long = estimate(
+        llama8b, h100, input_tokens=32768, output_tokens=64, batch_sizes=[1], mode="serving"
+    )
+    assert long.ttft_ms[0] > 4 * short.ttft_ms[0]
+
+
+def test_moe_and_mla_estimates_run(dsv3: ModelShape, h200: Accelerator) -> None:
+    r = estimate(
+        dsv3,
+        h200,
+        precision=Precision("fp8", "fp8"),
+        parallelism=Parallelism(tp=8),
+        input_tokens=1024,
+        output_tokens=256,
+        batch_sizes=BATCHES,
+        mode="serving",
+    )
+    assert r.fits.all()
+    assert r.weights_gb[0] == pytest.approx(671e9 / 8 / 1e9, rel=0.05)
+    ep = estimate(
+        dsv3,
+        h200,
+        precision=Precision("fp8", "fp8"),
+        parallelism=Parallelism(tp=8, ep=8),
+        input_tokens=1024,
+        output_tokens=256,
+        batch_sizes=BATCHES,
+    )
+    assert np.all(np.isfinite(ep.tpot_ms))
+
+
+def test_errors(llama8b: ModelShape, h100: Accelerator) -> None:
+    with pytest.raises(UnsupportedDtypeError):
+        estimate(
+            llama8b,
+            make_a100(),
+            precision=Precision("fp8", "fp8"),
+            input_tokens=8,
+            output_tokens=8,
+            batch_sizes=[1],
+        )
+    with pytest.raises(UnsupportedDtypeError):
+        estimate(
+            llama8b,
+            h100,
+            precision=Precision(weights="fp6"),
+            input_tokens=8,
+            output_tokens=8,
+            batch_sizes=[1],
+        )
+    with pytest.raises(InvalidLayoutError):
+        estimate(
+            llama8b,
+            h100,
+            parallelism=Parallelism(tp=5),
+            input_tokens=8,
+            output_tokens=8,
+            batch_sizes=[1],
+        )
+    with pytest.raises(EngineError):
+        estimate(llama8b, h100, input_tokens=8, output_tokens=8, batch_sizes=[0])
+    with pytest.raises(EngineError):
+        estimate(llama8b, h100, input_tokens=8, output_tokens=8, batch_sizes=[1], mode="burst")
+
+
+def test_precision_compute_dtype() -> None:
+    assert Precision("fp8", "fp8").compute_dtype == "fp8"
+    assert Precision("int4", "bf16").compute_dtype == "bf16"
+    assert Precision("fp8", "bf16").compute_dtype == "bf16"
+    assert Precision("int4", "fp8").compute_dtype == "fp8"
+    assert Precision("bf16", "fp8").compute_dtype == "bf16"
