@@ -135,8 +135,7 @@ def gemm_cost(
     memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.memory_bandwidth_efficiency)
     latency_s = np.where(active, params.kernel_latency_us * 1e-6, 0.0)
     time_s = np.maximum(compute_s, memory_s) + latency_s
-    zero = np.zeros_like(time_s)
-    return KernelCost(flops + zero, nbytes + zero, compute_s + zero, memory_s + zero, zero, time_s)
+    return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 
 def gemm_time_s(
@@ -215,8 +214,7 @@ def attention_cost(
     memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     time_s = np.maximum(compute_s, memory_s) + latency_s
-    zero = np.zeros_like(time_s)
-    return KernelCost(flops + zero, nbytes + zero, compute_s + zero, memory_s + zero, zero, time_s)
+    return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 
 def attention_decode_time_s(

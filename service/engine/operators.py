@@ -198,8 +198,10 @@ class _StepBuilder:
         )
 
     def add(self, name: str, kind: str, cost: KernelCost) -> None:
-        full = KernelCost(*(np.broadcast_to(f, self.shape) for f in _fields(cost)))
-        self.rows.append(OperatorRow(name, self.phase, kind, full))
+        fields = _fields(cost)
+        if any(np.shape(f) != self.shape for f in fields):
+            cost = KernelCost(*(np.broadcast_to(f, self.shape) for f in fields))
+        self.rows.append(OperatorRow(name, self.phase, kind, cost))
 
     # --- operators -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,9 @@ PHASES = ("prefill", "decode")
 # Largest batch searched for the critical batch size (MoE models need N·k/E ≳ ridge rows).
 _MAX_CRITICAL_BATCH = 2**22
 _SEARCH_RATIO = 1.02
+# Memo of critical batch sizes (a pure function of its inputs); bounded, cleared when full.
+_CRITICAL_CACHE: dict[Hashable, int | None] = {}
+_CRITICAL_CACHE_SIZE = 1024
 
 
 def ridge_point_flop_per_byte(accelerator: Accelerator, compute_dtype: str) -> float:
@@ -51,6 +55,33 @@ def critical_batch_size(
     The decode step's GEMM FLOPs ÷ GEMM bytes grows with batch (≈ 2B/b_w for dense models);
     attention is excluded because its intensity does not grow with batch (≈ GQA group size).
     """
+    key = (
+        model,
+        accelerator.memory_bandwidth_gb_s,
+        tuple(sorted(accelerator.peak_tflops.items())),
+        accelerator.interconnect_gb_s,
+        precision,
+        parallelism,
+        params,
+    )
+    if key not in _CRITICAL_CACHE:
+        if len(_CRITICAL_CACHE) >= _CRITICAL_CACHE_SIZE:
+            _CRITICAL_CACHE.clear()
+        _CRITICAL_CACHE[key] = _search_critical_batch(
+            model, accelerator, precision=precision, parallelism=parallelism, params=params
+        )
+    return _CRITICAL_CACHE[key]
+
+
+def _search_critical_batch(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+) -> int | None:
+    """Search a geometric grid of batches, then the integers inside the first bracket."""
     ridge = ridge_point_flop_per_byte(accelerator, precision.compute_dtype)
     count = int(np.ceil(np.log(_MAX_CRITICAL_BATCH) / np.log(_SEARCH_RATIO)))
     grid = np.unique(np.floor(_SEARCH_RATIO ** np.arange(count + 1)))
