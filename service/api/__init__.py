@@ -1,0 +1,1 @@
+"""HTTP layer: app factory, routers, schemas, middleware and error mapping."""

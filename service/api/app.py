@@ -1,0 +1,59 @@
+"""FastAPI application factory; ``app`` is the module-level instance for uvicorn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from service.api.logs import configure_logging
+from service.api.metrics import RequestMetrics
+from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from service.api.problems import install_problem_handlers
+from service.api.routers import accelerators, health, models
+from service.db.session import make_engine, make_session_factory
+from service.services.bootstrap import prepare_database
+from service.settings import Settings
+
+API_TITLE = "Ridgeline"
+API_VERSION = "1.0.0"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app: routers, problem+json handlers, middleware and a database lifespan."""
+    settings = settings or Settings()
+    logger = configure_logging(settings.log_level)
+    metrics = RequestMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.session_factory = make_session_factory(engine)
+        await run_in_threadpool(prepare_database, settings, engine)
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title=API_TITLE,
+        version=API_VERSION,
+        summary="Roofline estimates of LLM inference speed and cost per accelerator.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    app.include_router(accelerators.router)
+    app.include_router(models.router)
+    # Added last = outermost: the request context wraps the body-size check.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)
+    return app
+
+
+app = create_app()

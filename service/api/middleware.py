@@ -1,0 +1,147 @@
+"""ASGI middleware: request ids, access logs, metrics, last-resort 500s and body-size limits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.api.metrics import RequestMetrics
+from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
+
+REQUEST_ID_HEADER = b"x-request-id"
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def _problem_bytes(status: int, title: str, detail: str, slug: str) -> bytes:
+    body = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+    return json.dumps(body).encode()
+
+
+async def _send_problem(send: Send, status: int, title: str, detail: str, slug: str) -> None:
+    body = _problem_bytes(status, title, detail, slug)
+    headers = [
+        (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if status == 413:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodySizeLimitMiddleware:
+    """Reject bodies over ``max_bytes`` with 413, by Content-Length and by streamed size."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        detail = f"request body exceeds the limit of {self.max_bytes} bytes"
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                return
+        # Buffer the body (bounded by the limit) so an oversized stream is refused before the app.
+        messages: list[Message] = []
+        received = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            if messages:
+                return messages.pop(0)
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class RequestContextMiddleware:
+    """Tag responses with X-Request-ID, log one JSON line per request and record metrics."""
+
+    def __init__(self, app: ASGIApp, metrics: RequestMetrics, logger: logging.Logger) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.logger = logger
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _incoming_request_id(scope) or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = 500
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                started = True
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER, request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        start = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            self.logger.exception("unhandled error", extra={"fields": {"request_id": request_id}})
+            if not started:
+                await _send_problem(
+                    send_with_id,
+                    500,
+                    "Internal Server Error",
+                    f"an unexpected error occurred; quote request id {request_id}",
+                    "internal-error",
+                )
+        finally:
+            elapsed_s = time.perf_counter() - start
+            route = _route_template(scope)
+            self.metrics.observe(route, scope["method"], status, elapsed_s)
+            self.logger.info(
+                "request",
+                extra={
+                    "fields": {
+                        "request_id": request_id,
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(elapsed_s * 1000, 3),
+                    }
+                },
+            )
+
+
+def _incoming_request_id(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == REQUEST_ID_HEADER:
+            text = value.decode("latin-1")
+            return text if _VALID_REQUEST_ID.match(text) else None
+    return None
+
+
+def _route_template(scope: Scope) -> str:
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"

@@ -1,0 +1,130 @@
+"""RFC 9457 problem+json responses and the exception handlers that produce them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
+from service.services.errors import (
+    AuthenticationError,
+    ConflictError,
+    FieldError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+)
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_BASE = "https://ridgeline.dev/problems/"
+_LOCATION_KINDS = {"body", "query", "path", "header", "cookie"}
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    slug: str,
+    errors: Sequence[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """Build a problem+json response."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = list(errors)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """Turn a pydantic error location into a dotted field name without its location kind."""
+    parts = [part for part in loc if part != "[key]"]
+    if parts and parts[0] in _LOCATION_KINDS:
+        parts = parts[1:]
+    return ".".join(str(part) for part in parts) or "body"
+
+
+def validation_problem(errors: Sequence[dict[str, str]], detail: str | None = None) -> JSONResponse:
+    """Build the 422 problem that lists the offending fields."""
+    names = ", ".join(e["field"] for e in errors)
+    return problem(
+        422,
+        "Validation failed",
+        detail or f"invalid value for: {names}",
+        "validation-error",
+        errors=errors,
+    )
+
+
+async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": field_name(err.get("loc", ())), "message": str(err.get("msg", "invalid"))}
+        for err in exc.errors()
+    ]
+    return validation_problem(errors)
+
+
+async def _http_exception(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    titles = {404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}
+    title = titles.get(exc.status_code, "HTTP error")
+    slug = title.lower().replace(" ", "-")
+    headers = dict(exc.headers) if exc.headers else None
+    return problem(exc.status_code, title, str(exc.detail), slug, headers=headers)
+
+
+async def _not_found(_: Request, exc: Exception) -> JSONResponse:
+    return problem(404, "Not Found", str(exc), "not-found")
+
+
+async def _conflict(_: Request, exc: Exception) -> JSONResponse:
+    return problem(409, "Conflict", str(exc), "conflict")
+
+
+async def _precondition(_: Request, exc: Exception) -> JSONResponse:
+    return problem(412, "Precondition Failed", str(exc), "precondition-failed")
+
+
+async def _unauthenticated(_: Request, exc: Exception) -> JSONResponse:
+    return problem(
+        401, "Unauthorized", str(exc), "unauthorized", headers={"WWW-Authenticate": "ApiKey"}
+    )
+
+
+async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
+    return problem(403, "Forbidden", str(exc), "forbidden")
+
+
+async def _field_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, FieldError | InvalidShapeError)
+    return validation_problem([{"field": exc.field, "message": exc.message}], detail=str(exc))
+
+
+async def _engine_error(_: Request, exc: Exception) -> JSONResponse:
+    field = "parallelism" if isinstance(exc, InvalidLayoutError) else "precision"
+    return validation_problem([{"field": field, "message": str(exc)}], detail=str(exc))
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Register every exception-to-problem mapping on ``app``."""
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(ConflictError, _conflict)
+    app.add_exception_handler(PreconditionFailedError, _precondition)
+    app.add_exception_handler(AuthenticationError, _unauthenticated)
+    app.add_exception_handler(PermissionDeniedError, _forbidden)
+    app.add_exception_handler(FieldError, _field_error)
+    app.add_exception_handler(InvalidShapeError, _field_error)
+    app.add_exception_handler(InvalidLayoutError, _engine_error)
+    app.add_exception_handler(UnsupportedDtypeError, _engine_error)

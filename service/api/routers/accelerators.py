@@ -1,0 +1,98 @@
+"""/v1/accelerators: list, read, create, replace, merge-patch and delete accelerators."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.routers.conditional import (
+    check_body_id,
+    merge_patch,
+    representation_response,
+    validate_as,
+)
+from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
+from service.api.schemas.common import Dtype, ListPage
+from service.services.representation import etag_of
+
+router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
+
+IfMatch = Annotated[str | None, Header(alias="If-Match")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+READ_ONLY = ("origin", "version", "created_at", "updated_at", "ridge_point_flop_per_byte")
+
+
+@router.get("", response_model=ListPage[Accelerator], dependencies=[ReadAccess])
+def list_accelerators(
+    catalog: CatalogDep,
+    vendor: str | None = None,
+    min_memory_gb: Annotated[float | None, Query(ge=0)] = None,
+    dtype: Dtype | None = Query(default=None, description="Only accelerators with a dense peak."),
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """List accelerators ordered by id, filtered and paginated by an opaque cursor."""
+    page = catalog.list_accelerators(
+        vendor=vendor, min_memory_gb=min_memory_gb, dtype=dtype, cursor=cursor, limit=limit
+    )
+    return {"items": page.items, "next_cursor": page.next_cursor}
+
+
+@router.get("/{accelerator_id}", response_model=Accelerator, dependencies=[ReadAccess])
+def get_accelerator(
+    accelerator_id: str, catalog: CatalogDep, if_none_match: IfNoneMatch = None
+) -> Response:
+    """Return one accelerator with a strong ETag (304 when If-None-Match matches)."""
+    return representation_response(
+        catalog.get_accelerator(accelerator_id), if_none_match=if_none_match
+    )
+
+
+@router.post("", status_code=201, response_model=Accelerator, dependencies=[WriteAccess])
+def create_accelerator(body: AcceleratorCreate, catalog: CatalogDep) -> Response:
+    """Add an accelerator (409 if the id exists)."""
+    created = catalog.create_accelerator(body.model_dump())
+    return representation_response(
+        created, status_code=201, location=f"/v1/accelerators/{created['id']}"
+    )
+
+
+@router.put("/{accelerator_id}", response_model=Accelerator, dependencies=[WriteAccess])
+def replace_accelerator(
+    accelerator_id: str, body: AcceleratorReplace, catalog: CatalogDep, if_match: IfMatch = None
+) -> Response:
+    """Replace an accelerator's fields (412 if If-Match is stale)."""
+    check_body_id(accelerator_id, body.id)
+    data = body.model_dump()
+    return representation_response(
+        catalog.replace_accelerator(accelerator_id, data, if_match=if_match)
+    )
+
+
+@router.patch("/{accelerator_id}", response_model=Accelerator, dependencies=[WriteAccess])
+def patch_accelerator(
+    accelerator_id: str,
+    catalog: CatalogDep,
+    patch: Annotated[dict[str, Any], Body()],
+    if_match: IfMatch = None,
+) -> Response:
+    """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale)."""
+    current = catalog.get_accelerator(accelerator_id)
+    editable = {k: v for k, v in current.items() if k not in READ_ONLY}
+    check_body_id(accelerator_id, patch.get("id"))
+    merged = validate_as(AcceleratorReplace, merge_patch(editable, patch))
+    expected = if_match if if_match is not None else etag_of(current)
+    return representation_response(
+        catalog.replace_accelerator(accelerator_id, merged, if_match=expected)
+    )
+
+
+@router.delete("/{accelerator_id}", status_code=204, dependencies=[WriteAccess])
+def delete_accelerator(
+    accelerator_id: str, catalog: CatalogDep, if_match: IfMatch = None
+) -> Response:
+    """Delete an accelerator (412 if If-Match is stale)."""
+    catalog.delete_accelerator(accelerator_id, if_match=if_match)
+    return Response(status_code=204)

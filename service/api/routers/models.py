@@ -1,0 +1,92 @@
+"""/v1/models: list, read, create, import, replace, merge-patch and delete model shapes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.routers.conditional import (
+    check_body_id,
+    merge_patch,
+    representation_response,
+    validate_as,
+)
+from service.api.schemas.common import ListPage
+from service.api.schemas.models import Model, ModelCreate, ModelImport, ModelReplace
+from service.services.representation import etag_of
+
+router = APIRouter(prefix="/v1/models", tags=["catalog"])
+
+IfMatch = Annotated[str | None, Header(alias="If-Match")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+READ_ONLY = ("total_params", "active_params", "origin", "version", "created_at", "updated_at")
+
+
+@router.get("", response_model=ListPage[Model], dependencies=[ReadAccess])
+def list_models(
+    catalog: CatalogDep,
+    family: str | None = None,
+    moe: bool | None = Query(default=None, description="true: only MoE; false: only dense."),
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """List models ordered by id, filtered and paginated by an opaque cursor."""
+    page = catalog.list_models(family=family, moe=moe, cursor=cursor, limit=limit)
+    return {"items": page.items, "next_cursor": page.next_cursor}
+
+
+@router.post("/import", status_code=201, response_model=Model, dependencies=[WriteAccess])
+def import_model(body: ModelImport, catalog: CatalogDep) -> Response:
+    """Create a model from a Hugging Face config.json (422 names the offending key)."""
+    extra = {"name": body.name, "hf_repo": body.hf_repo, "sources": body.sources}
+    created = catalog.import_model(body.id, body.hf_config, extra)
+    return representation_response(created, status_code=201, location=f"/v1/models/{body.id}")
+
+
+@router.get("/{model_id}", response_model=Model, dependencies=[ReadAccess])
+def get_model(model_id: str, catalog: CatalogDep, if_none_match: IfNoneMatch = None) -> Response:
+    """Return one model with a strong ETag (304 when If-None-Match matches)."""
+    return representation_response(catalog.get_model(model_id), if_none_match=if_none_match)
+
+
+@router.post("", status_code=201, response_model=Model, dependencies=[WriteAccess])
+def create_model(body: ModelCreate, catalog: CatalogDep) -> Response:
+    """Add a model shape (422 naming the inconsistent field, 409 if the id exists)."""
+    created = catalog.create_model(body.model_dump())
+    return representation_response(created, status_code=201, location=f"/v1/models/{created['id']}")
+
+
+@router.put("/{model_id}", response_model=Model, dependencies=[WriteAccess])
+def replace_model(
+    model_id: str, body: ModelReplace, catalog: CatalogDep, if_match: IfMatch = None
+) -> Response:
+    """Replace a model's fields (412 if If-Match is stale)."""
+    check_body_id(model_id, body.id)
+    return representation_response(
+        catalog.replace_model(model_id, body.model_dump(), if_match=if_match)
+    )
+
+
+@router.patch("/{model_id}", response_model=Model, dependencies=[WriteAccess])
+def patch_model(
+    model_id: str,
+    catalog: CatalogDep,
+    patch: Annotated[dict[str, Any], Body()],
+    if_match: IfMatch = None,
+) -> Response:
+    """Merge-patch a model (RFC 7396; 412 if If-Match is stale)."""
+    current = catalog.get_model(model_id)
+    editable = {k: v for k, v in current.items() if k not in READ_ONLY}
+    check_body_id(model_id, patch.get("id"))
+    merged = validate_as(ModelReplace, merge_patch(editable, patch))
+    expected = if_match if if_match is not None else etag_of(current)
+    return representation_response(catalog.replace_model(model_id, merged, if_match=expected))
+
+
+@router.delete("/{model_id}", status_code=204, dependencies=[WriteAccess])
+def delete_model(model_id: str, catalog: CatalogDep, if_match: IfMatch = None) -> Response:
+    """Delete a model (412 if If-Match is stale)."""
+    catalog.delete_model(model_id, if_match=if_match)
+    return Response(status_code=204)

@@ -1,0 +1,25 @@
+"""Shared schema types: slugs, dtypes, source URLs and list pages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, StringConstraints
+
+Slug = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100),
+]
+SourceUrl = Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=2000)]
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+
+ItemT = TypeVar("ItemT")
+
+
+class ListPage(BaseModel, Generic[ItemT]):
+    """A page of items and the opaque cursor of the next page (null at the end)."""
+
+    items: list[ItemT]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` to get the next page; null on the last page."
+    )

@@ -1,0 +1,1 @@
+"""Orchestration: load from repositories, call the engine, persist."""

@@ -1,0 +1,294 @@
+"""Catalog use cases: list, read, create, replace and delete accelerators and models."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.db.catalog_repository import AcceleratorRepository, ModelRepository
+from service.db.models import ORIGIN_USER, AcceleratorRow, ModelRow, utcnow
+from service.engine.hardware import Accelerator
+from service.engine.hf_import import shape_from_hf_config
+from service.engine.param_count import count_parameters
+from service.engine.shapes import ModelShape
+from service.services.errors import ConflictError, NotFoundError, PreconditionFailedError
+from service.services.representation import (
+    SHAPE_FIELDS,
+    accelerator_from_row,
+    accelerator_to_dict,
+    decode_cursor,
+    encode_cursor,
+    etag_of,
+    model_to_dict,
+    shape_from_row,
+)
+
+RowT = TypeVar("RowT", AcceleratorRow, ModelRow)
+
+ACCELERATOR_FIELDS = (
+    "vendor",
+    "name",
+    "memory_gb",
+    "memory_type",
+    "memory_bandwidth_gb_s",
+    "peak_tflops",
+    "interconnect_gb_s",
+    "tdp_w",
+    "price_usd_per_hour",
+    "price",
+    "confidence",
+    "notes",
+    "sources",
+    "field_sources",
+)
+ACCELERATOR_DEFAULTS: dict[str, Any] = {
+    "memory_type": "",
+    "interconnect_gb_s": 0.0,
+    "price_usd_per_hour": None,
+    "price": None,
+    "confidence": None,
+    "notes": "",
+    "sources": [],
+    "field_sources": {},
+}
+MODEL_META_DEFAULTS: dict[str, Any] = {
+    "name": "",
+    "family": "",
+    "hf_repo": None,
+    "vendor_stated_params": None,
+    "notes": "",
+    "sources": [],
+    "field_sources": {},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of representations and the cursor of the next page (None at the end)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def etag_matches(if_match: str, etag: str) -> bool:
+    """Apply RFC 9110 strong comparison of an If-Match header against the current ETag."""
+    candidates = [tag.strip() for tag in if_match.split(",")]
+    return "*" in candidates or etag in candidates
+
+
+def apply_accelerator(row: AcceleratorRow, data: Mapping[str, Any]) -> None:
+    """Copy accelerator fields from ``data`` onto ``row`` (missing ones take defaults)."""
+    for name in ACCELERATOR_FIELDS:
+        value = data.get(name)
+        setattr(
+            row, name, copy.deepcopy(ACCELERATOR_DEFAULTS.get(name) if value is None else value)
+        )
+
+
+def shape_from_data(model_id: str, data: Mapping[str, Any]) -> ModelShape:
+    """Build and validate a ModelShape; raises InvalidShapeError naming the field."""
+    shape_values = {name: data[name] for name in SHAPE_FIELDS if data.get(name) is not None}
+    shape = ModelShape(
+        id=model_id,
+        name=str(data.get("name") or ""),
+        family=str(data.get("family") or ""),
+        **shape_values,
+    )
+    shape.validate()
+    return shape
+
+
+def apply_model(row: ModelRow, data: Mapping[str, Any]) -> None:
+    """Validate the shape in ``data``, count its parameters and copy it onto ``row``."""
+    shape = shape_from_data(row.id, data)
+    counts = count_parameters(shape)
+    for name, default in MODEL_META_DEFAULTS.items():
+        value = data.get(name)
+        setattr(row, name, copy.deepcopy(default if value is None else value))
+    row.shape = {name: getattr(shape, name) for name in SHAPE_FIELDS}
+    row.num_layers = shape.num_layers
+    row.hidden_size = shape.hidden_size
+    row.num_experts = shape.num_experts
+    row.total_params = int(counts.total)
+    row.active_params = int(counts.active)
+
+
+@dataclass(frozen=True)
+class _Collection(Generic[RowT]):
+    """Generic CRUD over one catalog table."""
+
+    kind: str
+    session: Session
+    repo: Any
+    row_type: type[RowT]
+    to_dict: Callable[[RowT], dict[str, Any]]
+    apply: Callable[[RowT, Mapping[str, Any]], None]
+
+    def load(self, row_id: str) -> RowT:
+        row: RowT | None = self.repo.get(row_id)
+        if row is None:
+            raise NotFoundError(self.kind, row_id)
+        return row
+
+    def check(self, row: RowT, if_match: str | None) -> None:
+        if if_match is not None and not etag_matches(if_match, etag_of(self.to_dict(row))):
+            raise PreconditionFailedError(
+                f"{self.kind} '{row.id}' has changed since the ETag in If-Match was issued"
+            )
+
+    def create(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        row_id = str(data["id"])
+        if self.repo.get(row_id) is not None:
+            raise ConflictError(self.kind, row_id)
+        row = self.row_type(id=row_id, origin=ORIGIN_USER, version=1)
+        self.apply(row, data)
+        try:
+            with self.session.begin_nested():
+                self.repo.add(row)
+        except IntegrityError as exc:
+            raise ConflictError(self.kind, row_id) from exc
+        return self.to_dict(row)
+
+    def replace(self, row_id: str, data: Mapping[str, Any], if_match: str | None) -> dict[str, Any]:
+        row = self.load(row_id)
+        self.check(row, if_match)
+        self.apply(row, data)
+        row.origin = ORIGIN_USER
+        row.version += 1
+        row.updated_at = utcnow()
+        self.repo.save(row)
+        return self.to_dict(row)
+
+    def delete(self, row_id: str, if_match: str | None) -> None:
+        row = self.load(row_id)
+        self.check(row, if_match)
+        self.repo.delete(row)
+
+
+class CatalogService:
+    """Accelerator and model catalog operations within one session (the caller commits)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.accelerator_repo = AcceleratorRepository(session)
+        self.model_repo = ModelRepository(session)
+        self._accelerators = _Collection(
+            "accelerator",
+            session,
+            self.accelerator_repo,
+            AcceleratorRow,
+            accelerator_to_dict,
+            apply_accelerator,
+        )
+        self._models = _Collection(
+            "model", session, self.model_repo, ModelRow, model_to_dict, apply_model
+        )
+
+    # Accelerators
+    def list_accelerators(
+        self,
+        *,
+        vendor: str | None = None,
+        min_memory_gb: float | None = None,
+        dtype: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page:
+        """Return a page of accelerators ordered by id that match every given filter."""
+        rows = self.accelerator_repo.page(
+            vendor=vendor,
+            min_memory_gb=min_memory_gb,
+            dtype=dtype,
+            after_id=decode_cursor(cursor),
+            limit=limit + 1,
+        )
+        return _page([accelerator_to_dict(r) for r in rows], limit)
+
+    def get_accelerator(self, accelerator_id: str) -> dict[str, Any]:
+        """Return one accelerator's representation; NotFoundError if absent."""
+        return accelerator_to_dict(self._accelerators.load(accelerator_id))
+
+    def create_accelerator(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Insert a user accelerator; ConflictError if the id exists."""
+        return self._accelerators.create(data)
+
+    def replace_accelerator(
+        self, accelerator_id: str, data: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
+        """Overwrite an accelerator (it becomes a user row); PreconditionFailedError if stale."""
+        return self._accelerators.replace(accelerator_id, data, if_match)
+
+    def delete_accelerator(self, accelerator_id: str, *, if_match: str | None = None) -> None:
+        """Delete an accelerator; PreconditionFailedError if stale."""
+        self._accelerators.delete(accelerator_id, if_match)
+
+    def accelerator(self, accelerator_id: str) -> Accelerator:
+        """Return the engine Accelerator for an id; NotFoundError if absent."""
+        return accelerator_from_row(self._accelerators.load(accelerator_id))
+
+    def all_accelerators(self) -> list[Accelerator]:
+        """Return every accelerator as engine objects, ordered by id."""
+        return [accelerator_from_row(row) for row in self.accelerator_repo.all()]
+
+    # Models
+    def list_models(
+        self,
+        *,
+        family: str | None = None,
+        moe: bool | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page:
+        """Return a page of models ordered by id that match every given filter."""
+        rows = self.model_repo.page(
+            family=family, moe=moe, after_id=decode_cursor(cursor), limit=limit + 1
+        )
+        return _page([model_to_dict(r) for r in rows], limit)
+
+    def get_model(self, model_id: str) -> dict[str, Any]:
+        """Return one model's representation; NotFoundError if absent."""
+        return model_to_dict(self._models.load(model_id))
+
+    def create_model(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and insert a user model; InvalidShapeError or ConflictError on failure."""
+        return self._models.create(data)
+
+    def import_model(
+        self, model_id: str, hf_config: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Create a model from a Hugging Face config.json; InvalidShapeError names the key."""
+        shape = shape_from_hf_config(model_id, dict(hf_config))
+        data: dict[str, Any] = {name: getattr(shape, name) for name in SHAPE_FIELDS}
+        data.update(id=model_id, name=shape.name or model_id, family=shape.family)
+        data.update({k: v for k, v in (extra or {}).items() if v is not None})
+        return self._models.create(data)
+
+    def replace_model(
+        self, model_id: str, data: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
+        """Overwrite a model (it becomes a user row); PreconditionFailedError if stale."""
+        return self._models.replace(model_id, data, if_match)
+
+    def delete_model(self, model_id: str, *, if_match: str | None = None) -> None:
+        """Delete a model; PreconditionFailedError if stale."""
+        self._models.delete(model_id, if_match)
+
+    def model_shape(self, model_id: str) -> ModelShape:
+        """Return the engine ModelShape for an id; NotFoundError if absent."""
+        return shape_from_row(self._models.load(model_id))
+
+    def all_model_shapes(self) -> list[ModelShape]:
+        """Return every model as engine shapes, ordered by id."""
+        return [shape_from_row(row) for row in self.model_repo.all()]
+
+
+def _page(items: Sequence[dict[str, Any]], limit: int) -> Page:
+    if len(items) > limit:
+        kept = list(items[:limit])
+        return Page(items=kept, next_cursor=encode_cursor(str(kept[-1]["id"])))
+    return Page(items=list(items), next_cursor=None)

@@ -1,0 +1,163 @@
+"""HTTP tests of /v1/models: seeded shapes, parameter counts, validation, CRUD and HF import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+HF_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+def hf_config(name: str) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((HF_CONFIGS / f"{name}.json").read_text())
+    return config
+
+
+def small_model(model_id: str = "tiny-llama", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": model_id,
+        "name": "Tiny Llama",
+        "family": "llama",
+        "num_layers": 2,
+        "hidden_size": 64,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "vocab_size": 1000,
+        "sources": ["https://example.com/tiny-llama"],
+    }
+    body.update(overrides)
+    return body
+
+
+def test_seeded_model_has_counts_and_sources(client: TestClient) -> None:
+    body = client.get("/v1/models/llama-3.1-8b").json()
+    assert body["num_layers"] == 32
+    assert body["num_kv_heads"] == 8
+    # Meta states 8.03B parameters for Llama 3.1 8B (untied embeddings).
+    assert body["total_params"] == pytest.approx(8.03e9, rel=0.005)
+    assert body["active_params"] == body["total_params"]
+    assert body["sources"] and body["origin"] == "seed"
+
+
+def test_moe_model_active_below_total(client: TestClient) -> None:
+    body = client.get("/v1/models/mixtral-8x7b").json()
+    assert body["num_experts"] == 8 and body["experts_per_token"] == 2
+    assert body["active_params"] < body["total_params"]
+
+
+def test_list_models_and_filters(client: TestClient) -> None:
+    page = client.get("/v1/models", params={"limit": 200}).json()
+    ids = [item["id"] for item in page["items"]]
+    assert ids == sorted(ids) and "deepseek-v3" in ids
+    assert all(item["sources"] for item in page["items"])
+    moe = client.get("/v1/models", params={"moe": "true", "limit": 200}).json()["items"]
+    assert moe and all(item["num_experts"] > 0 for item in moe)
+    dense = client.get("/v1/models", params={"moe": "false", "limit": 200}).json()["items"]
+    assert len(moe) + len(dense) == len(ids)
+
+
+def test_create_counts_parameters(client: TestClient, auth_headers: dict[str, str]) -> None:
+    response = client.post("/v1/models", json=small_model(), headers=auth_headers)
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert response.headers["location"] == "/v1/models/tiny-llama"
+    # embeddings + LM head + per layer (q,o: 64x64; k,v: 64x32; GLU 3x64x128; 2 norms) + norm
+    layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    assert body["total_params"] == 2 * 1000 * 64 + 2 * layer + 64
+    assert body["origin"] == "user"
+
+
+def test_inconsistent_shape_is_422_naming_the_field(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    response = client.post("/v1/models", json=small_model(num_kv_heads=3), headers=auth_headers)
+    assert response.status_code == 422
+    body = response.json()
+    assert body["errors"][0]["field"] == "num_kv_heads"
+    assert client.get("/v1/models/tiny-llama").status_code == 404
+
+
+def test_schema_type_error_is_422(client: TestClient, auth_headers: dict[str, str]) -> None:
+    response = client.post("/v1/models", json=small_model(num_layers="many"), headers=auth_headers)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "num_layers"
+
+
+def test_duplicate_model_is_409(client: TestClient, auth_headers: dict[str, str]) -> None:
+    response = client.post("/v1/models", json=small_model("qwen3-32b"), headers=auth_headers)
+    assert response.status_code == 409
+
+
+def test_patch_recounts_parameters(client: TestClient, auth_headers: dict[str, str]) -> None:
+    client.post("/v1/models", json=small_model(), headers=auth_headers)
+    before = client.get("/v1/models/tiny-llama").json()["total_params"]
+    patched = client.patch("/v1/models/tiny-llama", json={"num_layers": 4}, headers=auth_headers)
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["num_layers"] == 4
+    assert patched.json()["total_params"] > before
+    assert client.delete("/v1/models/tiny-llama", headers=auth_headers).status_code == 204
+    assert client.get("/v1/models/tiny-llama").status_code == 404
+
+
+def test_model_etag_round_trip(client: TestClient, auth_headers: dict[str, str]) -> None:
+    etag = client.get("/v1/models/qwen3-8b").headers["etag"]
+    assert client.get("/v1/models/qwen3-8b", headers={"If-None-Match": etag}).status_code == 304
+    body = client.get("/v1/models/qwen3-8b").json()
+    body["notes"] = "edited"
+    ok = client.put("/v1/models/qwen3-8b", json=body, headers={**auth_headers, "If-Match": etag})
+    assert ok.status_code == 200, ok.text
+    stale = client.put("/v1/models/qwen3-8b", json=body, headers={**auth_headers, "If-Match": etag})
+    assert stale.status_code == 412
+
+
+def test_import_real_hf_config(client: TestClient, auth_headers: dict[str, str]) -> None:
+    config = hf_config("meta-llama--Meta-Llama-3.1-70B")
+    response = client.post(
+        "/v1/models/import",
+        json={"id": "my-llama-70b", "hf_config": config},
+        headers=auth_headers,
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["num_layers"] == config["num_hidden_layers"]
+    assert body["hidden_size"] == config["hidden_size"]
+    assert body["num_kv_heads"] == config["num_key_value_heads"]
+    seeded = client.get("/v1/models/llama-3.1-70b").json()
+    assert body["total_params"] == seeded["total_params"]
+    assert client.get("/v1/models/my-llama-70b").json()["origin"] == "user"
+
+
+def test_import_moe_hf_config(client: TestClient, auth_headers: dict[str, str]) -> None:
+    config = hf_config("mistralai--Mixtral-8x7B-v0.1")
+    response = client.post(
+        "/v1/models/import", json={"id": "my-mixtral", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["num_experts"] == config["num_local_experts"]
+
+
+def test_import_broken_config_is_422_naming_the_key(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    config = hf_config("meta-llama--Meta-Llama-3.1-8B")
+    del config["num_attention_heads"]
+    response = client.post(
+        "/v1/models/import", json={"id": "broken", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "num_attention_heads"
+    assert client.get("/v1/models/broken").status_code == 404
+
+
+def test_import_existing_id_is_409(client: TestClient, auth_headers: dict[str, str]) -> None:
+    config = hf_config("Qwen--Qwen3-8B")
+    response = client.post(
+        "/v1/models/import", json={"id": "qwen3-8b", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 409
