@@ -1,0 +1,263 @@
+"""/v1/intensity, /v1/estimates (JSON or CSV) and /v1/estimates/batch."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from service.api.deps import ReadAccess, SessionDep
+from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, field_name
+from service.api.schemas.analysis import (
+    AnalysisRequest,
+    EstimateBatchRequest,
+    EstimateBatchResponse,
+    EstimateRequest,
+    EstimateResponse,
+    IntensityRequest,
+    IntensityResponse,
+    ProblemOut,
+)
+from service.engine.errors import (
+    EngineError,
+    InvalidLayoutError,
+    InvalidShapeError,
+    UnsupportedDtypeError,
+)
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.services.errors import FieldError, NotFoundError
+from service.services.estimates import AnalysisService, AnalysisTarget, EstimateSpec, IntensitySpec
+
+router = APIRouter(prefix="/v1", tags=["analysis"])
+
+CSV_MEDIA_TYPE = "text/csv"
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": ProblemOut, "description": "Unknown model, accelerator or calibration."},
+    422: {"model": ProblemOut, "description": "Invalid request; `errors` names the fields."},
+}
+_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep)\b")
+
+
+def get_analysis(session: SessionDep) -> AnalysisService:
+    """Return the analysis service bound to this request's session."""
+    return AnalysisService(session)
+
+
+AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
+AcceptHeader = Annotated[str | None, Header()]
+
+
+def problem_body(
+    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """Return an RFC 9457 problem object (the body of a problem+json response)."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return body
+
+
+def _invalid(errors: list[dict[str, str]], detail: str | None = None) -> dict[str, Any]:
+    names = ", ".join(e["field"] for e in errors)
+    return problem_body(
+        422,
+        "Validation failed",
+        detail or f"invalid value for: {names}",
+        "validation-error",
+        errors,
+    )
+
+
+def engine_error_field(exc: EngineError) -> str:
+    """Name the request field an engine error is about."""
+    if isinstance(exc, InvalidShapeError):
+        return "model"
+    if isinstance(exc, InvalidLayoutError):
+        match = _LAYOUT_FIELD.match(str(exc))
+        return f"parallelism.{match.group(1)}" if match else "parallelism"
+    if isinstance(exc, UnsupportedDtypeError):
+        return "precision"
+    return "body"
+
+
+def error_problem(exc: Exception) -> dict[str, Any]:
+    """Map a service or engine error to a problem object (404 unknown id, 422 invalid input)."""
+    if isinstance(exc, NotFoundError):
+        return problem_body(404, "Not Found", str(exc), "not-found")
+    if isinstance(exc, FieldError):
+        return _invalid([{"field": exc.field, "message": exc.message}], str(exc))
+    if isinstance(exc, EngineError):
+        return _invalid([{"field": engine_error_field(exc), "message": str(exc)}], str(exc))
+    raise exc
+
+
+def validation_error_problem(exc: ValidationError, root: str = "body") -> dict[str, Any]:
+    """Turn a pydantic ValidationError into a 422 problem naming each field (``root`` if none)."""
+    errors = [
+        {
+            "field": field_name(err["loc"]) if err.get("loc") else root,
+            "message": str(err.get("msg", "invalid")),
+        }
+        for err in exc.errors()
+    ]
+    return _invalid(errors)
+
+
+def problem_response(body: dict[str, Any]) -> JSONResponse:
+    """Send a problem object as problem+json with its status."""
+    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE)
+
+
+def _target(body: AnalysisRequest) -> AnalysisTarget:
+    p, layout = body.precision, body.parallelism
+    return AnalysisTarget(
+        model=body.model,
+        accelerator=body.accelerator,
+        precision=Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache),
+        parallelism=Parallelism(tp=layout.tp, pp=layout.pp, ep=layout.ep),
+        backend=body.backend,
+        calibration=body.calibration,
+    )
+
+
+def estimate_spec(body: EstimateRequest) -> EstimateSpec:
+    """Translate a validated request into the service's spec."""
+    return EstimateSpec(
+        target=_target(body),
+        input_tokens=body.input_tokens,
+        output_tokens=body.output_tokens,
+        batch_sizes=tuple(body.batch_sizes),
+        mode=body.mode,
+        price_usd_per_hour=body.price_usd_per_hour,
+    )
+
+
+def _media_quality(accept: str, media_type: str) -> float:
+    """Return the q-value Accept gives ``media_type`` by name (wildcards do not count)."""
+    best = 0.0
+    for entry in accept.split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        if name.lower() != media_type:
+            continue
+        quality = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        best = max(best, quality)
+    return best
+
+
+def wants_csv(accept: str | None) -> bool:
+    """Return True when Accept names text/csv at least as highly as application/json."""
+    if not accept:
+        return False
+    csv_quality = _media_quality(accept, CSV_MEDIA_TYPE)
+    return csv_quality > 0 and csv_quality >= _media_quality(accept, "application/json")
+
+
+_CSV_HEAD = ("model", "accelerator", "mode", "input_tokens", "output_tokens", "gpus_per_replica")
+
+
+def estimate_csv(answer: dict[str, Any]) -> str:
+    """Render an estimate as CSV: one row per batch size, nested objects flattened with prefixes.
+
+    Nulls are empty cells; booleans are ``true``/``false`` as in JSON.
+    """
+    rows: list[dict[str, Any]] = []
+    for point in answer["points"]:
+        row: dict[str, Any] = {name: answer[name] for name in _CSV_HEAD}
+        for key, value in point.items():
+            if isinstance(value, dict):
+                row.update({f"{key}_{inner}": v for inner, v in value.items()})
+            else:
+                row[key] = value
+        rows.append(row)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(
+            {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in row.items()}
+        )
+    return out.getvalue()
+
+
+@router.post(
+    "/intensity",
+    response_model=IntensityResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=[ReadAccess],
+)
+def post_intensity(body: IntensityRequest, analysis: AnalysisDep) -> Response:
+    """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU."""
+    spec = IntensitySpec(
+        target=_target(body),
+        phase=body.phase,
+        batch_size=body.batch_size,
+        context_tokens=body.context_tokens,
+    )
+    try:
+        return JSONResponse(analysis.intensity(spec))
+    except (NotFoundError, FieldError, EngineError) as exc:
+        return problem_response(error_problem(exc))
+
+
+@router.post(
+    "/estimates",
+    response_model=EstimateResponse,
+    responses={
+        **ERROR_RESPONSES,
+        200: {"content": {CSV_MEDIA_TYPE: {}}, "description": "JSON, or CSV on Accept: text/csv"},
+    },
+    dependencies=[ReadAccess],
+)
+def post_estimates(
+    body: EstimateRequest, analysis: AnalysisDep, accept: AcceptHeader = None
+) -> Response:
+    """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv)."""
+    try:
+        answer = analysis.estimate(estimate_spec(body))
+    except (NotFoundError, FieldError, EngineError) as exc:
+        return problem_response(error_problem(exc))
+    if wants_csv(accept):
+        return Response(estimate_csv(answer), media_type=CSV_MEDIA_TYPE)
+    return JSONResponse(answer)
+
+
+@router.post(
+    "/estimates/batch",
+    response_model=EstimateBatchResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=[ReadAccess],
+)
+def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> Response:
+    """Estimate up to 256 requests; each item is an estimate or a problem object of its own."""
+    results: list[dict[str, Any] | None] = [None] * len(body.items)
+    specs: list[EstimateSpec] = []
+    positions: list[int] = []
+    for index, raw in enumerate(body.items):
+        try:
+            request = EstimateRequest.model_validate(raw)
+        except ValidationError as exc:
+            results[index] = validation_error_problem(exc, root="item")
+            continue
+        specs.append(estimate_spec(request))
+        positions.append(index)
+    for index, answer in zip(positions, analysis.estimate_many(specs), strict=True):
+        results[index] = error_problem(answer) if isinstance(answer, Exception) else answer
+    return JSONResponse({"items": results})

@@ -1,0 +1,234 @@
+"""Request and response bodies of /v1/intensity, /v1/estimates and /v1/estimates/batch."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from service.api.schemas.common import Dtype, Slug
+
+# Limits of one request (api brief): batch sizes, points per sweep, tokens, parallel degrees.
+MAX_BATCH_SIZE = 65_536
+MAX_BATCH_SIZES = 1_024
+MAX_TOKENS = 1_048_576
+MAX_PARALLEL_DEGREE = 1_024
+MAX_BATCH_ITEMS = 256
+
+# Activation dtypes a GEMM can take (int4 activations are not a serving format).
+ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+Phase = Literal["prefill", "decode"]
+Mode = Literal["static", "serving"]
+Bound = Literal["memory", "compute", "communication"]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Degree = Annotated[int, Field(ge=1, le=MAX_PARALLEL_DEGREE)]
+Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=50)]
+
+
+class PrecisionIn(BaseModel):
+    """Storage dtypes of weights, activations and KV cache (bf16 each by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: Dtype = "bf16"
+    activations: ActivationDtype = "bf16"
+    kv_cache: Dtype = "bf16"
+
+
+class ParallelismIn(BaseModel):
+    """Tensor, pipeline and expert parallel degrees of one replica."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tp: Degree = 1
+    pp: Degree = 1
+    ep: Degree = 1
+
+
+class AnalysisRequest(BaseModel):
+    """Fields shared by the analysis requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Slug
+    accelerator: Slug
+    precision: PrecisionIn = Field(default_factory=PrecisionIn)
+    parallelism: ParallelismIn = Field(default_factory=ParallelismIn)
+    backend: Backend | None = Field(default=None, description="e.g. vllm, sglang, trtllm.")
+    calibration: Calibration = Field(
+        default="auto",
+        description='"auto" (newest profile for accelerator and backend, else none), "none" '
+        "(spec-sheet roofline) or a calibration profile id.",
+    )
+
+
+class IntensityRequest(AnalysisRequest):
+    """Body of POST /v1/intensity: one prefill or decode step."""
+
+    phase: Phase = "decode"
+    batch_size: BatchSize = 1
+    context_tokens: Tokens = Field(
+        description="Prefill: prompt tokens per sequence; decode: tokens already cached."
+    )
+
+
+class EstimateRequest(AnalysisRequest):
+    """Body of POST /v1/estimates (and one item of POST /v1/estimates/batch)."""
+
+    input_tokens: Tokens
+    output_tokens: Tokens
+    batch_sizes: list[BatchSize] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_SIZES,
+        description="Static: requests per batch; serving: concurrent requests in flight.",
+    )
+    mode: Mode = "static"
+    price_usd_per_hour: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Per-GPU price overriding the catalog's indicative price.",
+    )
+
+
+class EstimateBatchRequest(BaseModel):
+    """Body of POST /v1/estimates/batch; items are validated one by one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Any] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+
+
+class OperatorOut(BaseModel):
+    """One operator row (or the total) of a step, per GPU, summed over its layers."""
+
+    name: str
+    kind: str
+    flops: float
+    bytes: float
+    arithmetic_intensity_flop_per_byte: float
+    bound: Bound
+    time_ms: float
+
+
+class CalibrationOut(BaseModel):
+    """The calibration profile an answer used."""
+
+    id: str
+    name: str
+    transferred_from: str | None = None
+
+
+class IntensityResponse(BaseModel):
+    """Answer of POST /v1/intensity."""
+
+    model: str
+    accelerator: str
+    phase: Phase
+    batch_size: int
+    context_tokens: int
+    precision: PrecisionIn
+    parallelism: ParallelismIn
+    compute_dtype: Dtype
+    calibration: CalibrationOut | None
+    ridge_point_flop_per_byte: float
+    critical_batch_size: int | None = Field(
+        description="Smallest decode batch whose weight GEMMs are compute-bound; null if none."
+    )
+    overhead_ms: float = Field(description="Fixed per-layer and per-step costs, in total.time_ms.")
+    operators: list[OperatorOut]
+    total: OperatorOut
+
+
+class PhaseOut(BaseModel):
+    """Arithmetic intensity and limiting term of one phase."""
+
+    arithmetic_intensity_flop_per_byte: float
+    bound: Bound
+
+
+class MemoryOut(BaseModel):
+    """Memory per GPU (decimal GB)."""
+
+    weights_gb: float
+    kv_cache_gb: float
+    activations_gb: float
+    runtime_overhead_gb: float
+    total_gb: float
+    capacity_gb: float
+    usable_gb: float
+    fits: bool
+
+
+class CostOut(BaseModel):
+    """Dollars per million tokens; null when no price is known."""
+
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+
+
+class EnergyOut(BaseModel):
+    """Joules per token at full board power; null without a TDP."""
+
+    per_output_token_j: float | None
+    per_token_j: float | None
+
+
+class PointOut(BaseModel):
+    """Estimate at one batch size (static) or concurrency (serving); rates are per replica."""
+
+    batch_size: int
+    running_batch_size: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_latency_ms: float | None
+    queue_wait_ms: float | None
+    output_tokens_per_s: float | None
+    total_tokens_per_s: float | None
+    requests_per_s: float | None
+    output_tokens_per_s_per_gpu: float | None
+    decode: PhaseOut
+    prefill: PhaseOut
+    memory: MemoryOut
+    cost: CostOut
+    energy: EnergyOut
+
+
+class EstimateResponse(BaseModel):
+    """Answer of POST /v1/estimates: one point per requested batch size, in request order."""
+
+    model: str
+    accelerator: str
+    mode: Mode
+    backend: str | None
+    precision: PrecisionIn
+    parallelism: ParallelismIn
+    compute_dtype: Dtype
+    input_tokens: int
+    output_tokens: int
+    gpus_per_replica: int
+    calibration: CalibrationOut | None
+    ridge_point_flop_per_byte: float
+    critical_batch_size: int | None
+    max_batch_size: int = Field(description="Sequences whose KV cache fits beside the weights.")
+    price_usd_per_hour: float | None = Field(description="Per-GPU price used for cost.")
+    usd_per_hour: float | None = Field(description="Price of one replica.")
+    points: list[PointOut]
+
+
+class ProblemOut(BaseModel):
+    """An RFC 9457 problem for one batch item."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] | None = None
+
+
+class EstimateBatchResponse(BaseModel):
+    """Answer of POST /v1/estimates/batch: one result per item, in request order."""
+
+    items: list[EstimateResponse | ProblemOut]

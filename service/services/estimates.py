@@ -1,0 +1,327 @@
+"""Analysis use cases: load catalog entries, resolve calibration, run the engine, shape the answer.
+
+Answers are JSON-ready dicts in which every non-finite number is None (never NaN or inf).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.orm import Session
+
+from service.engine.errors import EngineError
+from service.engine.estimate import EstimateResult, estimate
+from service.engine.hardware import Accelerator
+from service.engine.parallel import SINGLE_GPU, Parallelism
+from service.engine.precision import BF16, Precision
+from service.engine.roofline import IntensityRow, analyze_intensity
+from service.engine.shapes import ModelShape
+from service.services.catalog import CatalogService
+from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
+from service.services.errors import ServiceError
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisTarget:
+    """What is analysed: model, accelerator, numeric format, layout and calibration choice."""
+
+    model: str
+    accelerator: str
+    precision: Precision = BF16
+    parallelism: Parallelism = SINGLE_GPU
+    backend: str | None = None
+    calibration: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class IntensitySpec:
+    """One step to tabulate operator by operator."""
+
+    target: AnalysisTarget
+    phase: str
+    batch_size: int
+    context_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateSpec:
+    """One sweep over batch sizes (static) or concurrencies (serving)."""
+
+    target: AnalysisTarget
+    input_tokens: int
+    output_tokens: int
+    batch_sizes: tuple[int, ...]
+    mode: str = "static"
+    price_usd_per_hour: float | None = None
+
+    @property
+    def group_key(self) -> tuple[Any, ...]:
+        """Return everything but the batch sizes: specs sharing it can run as one engine call."""
+        return (
+            self.target,
+            self.input_tokens,
+            self.output_tokens,
+            self.mode,
+            self.price_usd_per_hour,
+        )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """Return ``value`` as a float, or None when it is missing, NaN or infinite."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def json_floats(values: npt.ArrayLike) -> list[float | None]:
+    """Return an array as a list of floats with None in place of NaN and infinities."""
+    array = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(array)
+    if finite.all():
+        return list(array.tolist())
+    cleaned = array.astype(object)
+    cleaned[~finite] = None
+    return list(cleaned.tolist())
+
+
+def _target_echo(target: AnalysisTarget) -> dict[str, Any]:
+    p, layout = target.precision, target.parallelism
+    return {
+        "precision": {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache},
+        "parallelism": {"tp": layout.tp, "pp": layout.pp, "ep": layout.ep},
+    }
+
+
+def _operator(row: IntensityRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "kind": row.kind,
+        "flops": finite_or_none(row.flops),
+        "bytes": finite_or_none(row.bytes),
+        "arithmetic_intensity_flop_per_byte": finite_or_none(
+            row.arithmetic_intensity_flop_per_byte
+        ),
+        "bound": row.bound,
+        "time_ms": finite_or_none(row.time_ms),
+    }
+
+
+_POINT_FLOATS = (
+    "running_batch_size",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "queue_wait_ms",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "output_tokens_per_s_per_gpu",
+    "decode_arithmetic_intensity_flop_per_byte",
+    "prefill_arithmetic_intensity_flop_per_byte",
+    "weights_gb",
+    "kv_cache_gb",
+    "activations_gb",
+    "runtime_overhead_gb",
+    "total_gb",
+    "capacity_gb",
+    "usable_gb",
+    "usd_per_million_output_tokens",
+    "usd_per_million_input_tokens",
+    "energy_per_output_token_j",
+    "energy_per_token_j",
+)
+
+
+def _points(result: EstimateResult, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """Turn the engine's columns into one JSON object per batch size (columns converted once)."""
+    c = {name: json_floats(getattr(result, name)) for name in _POINT_FLOATS}
+    decode_bound = result.decode_bound.tolist()
+    prefill_bound = result.prefill_bound.tolist()
+    fits = result.fits.tolist()
+    return [
+        {
+            "batch_size": batch,
+            "running_batch_size": c["running_batch_size"][i],
+            "ttft_ms": c["ttft_ms"][i],
+            "tpot_ms": c["tpot_ms"][i],
+            "e2e_latency_ms": c["e2e_latency_ms"][i],
+            "queue_wait_ms": c["queue_wait_ms"][i],
+            "output_tokens_per_s": c["output_tokens_per_s"][i],
+            "total_tokens_per_s": c["total_tokens_per_s"][i],
+            "requests_per_s": c["requests_per_s"][i],
+            "output_tokens_per_s_per_gpu": c["output_tokens_per_s_per_gpu"][i],
+            "decode": {
+                "arithmetic_intensity_flop_per_byte": c[
+                    "decode_arithmetic_intensity_flop_per_byte"
+                ][i],
+                "bound": decode_bound[i],
+            },
+            "prefill": {
+                "arithmetic_intensity_flop_per_byte": c[
+                    "prefill_arithmetic_intensity_flop_per_byte"
+                ][i],
+                "bound": prefill_bound[i],
+            },
+            "memory": {
+                "weights_gb": c["weights_gb"][i],
+                "kv_cache_gb": c["kv_cache_gb"][i],
+                "activations_gb": c["activations_gb"][i],
+                "runtime_overhead_gb": c["runtime_overhead_gb"][i],
+                "total_gb": c["total_gb"][i],
+                "capacity_gb": c["capacity_gb"][i],
+                "usable_gb": c["usable_gb"][i],
+                "fits": fits[i],
+            },
+            "cost": {
+                "usd_per_million_output_tokens": c["usd_per_million_output_tokens"][i],
+                "usd_per_million_input_tokens": c["usd_per_million_input_tokens"][i],
+            },
+            "energy": {
+                "per_output_token_j": c["energy_per_output_token_j"][i],
+                "per_token_j": c["energy_per_token_j"][i],
+            },
+        }
+        for i, batch in enumerate(batch_sizes)
+    ]
+
+
+class AnalysisService:
+    """Intensity tables and estimates within one session; catalog rows are loaded once each."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.catalog = CatalogService(session)
+        self._models: dict[str, ModelShape] = {}
+        self._accelerators: dict[str, Accelerator] = {}
+        self._efficiency: dict[tuple[str, str | None, str], ResolvedEfficiency] = {}
+
+    def _model(self, model_id: str) -> ModelShape:
+        if model_id not in self._models:
+            self._models[model_id] = self.catalog.model_shape(model_id)
+        return self._models[model_id]
+
+    def _accelerator(self, accelerator_id: str) -> Accelerator:
+        if accelerator_id not in self._accelerators:
+            self._accelerators[accelerator_id] = self.catalog.accelerator(accelerator_id)
+        return self._accelerators[accelerator_id]
+
+    def _resolve(self, target: AnalysisTarget) -> ResolvedEfficiency:
+        key = (target.accelerator, target.backend, target.calibration)
+        if key not in self._efficiency:
+            self._efficiency[key] = resolve_efficiency(self.session, *key)
+        return self._efficiency[key]
+
+    def _load(self, target: AnalysisTarget) -> tuple[ModelShape, Accelerator, ResolvedEfficiency]:
+        """Load model and accelerator (NotFoundError names which) and resolve calibration."""
+        model = self._model(target.model)
+        accelerator = self._accelerator(target.accelerator)
+        return model, accelerator, self._resolve(target)
+
+    def intensity(self, spec: IntensitySpec) -> dict[str, Any]:
+        """Tabulate one step's operators; raises NotFoundError or EngineError."""
+        target = spec.target
+        model, accelerator, resolved = self._load(target)
+        result = analyze_intensity(
+            model,
+            accelerator,
+            phase=spec.phase,
+            batch_size=spec.batch_size,
+            context_tokens=spec.context_tokens,
+            precision=target.precision,
+            parallelism=target.parallelism,
+            params=resolved.params,
+        )
+        return {
+            "model": model.id,
+            "accelerator": accelerator.id,
+            "phase": result.phase,
+            "batch_size": result.batch_size,
+            "context_tokens": result.context_tokens,
+            **_target_echo(target),
+            "compute_dtype": result.compute_dtype,
+            "calibration": resolved.calibration,
+            "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
+            "critical_batch_size": result.critical_batch_size,
+            "overhead_ms": finite_or_none(result.overhead_ms),
+            "operators": [_operator(row) for row in result.operators],
+            "total": _operator(result.total),
+        }
+
+    def estimate(self, spec: EstimateSpec) -> dict[str, Any]:
+        """Estimate one sweep; raises NotFoundError or EngineError."""
+        return self._run_group([spec])[0]
+
+    def estimate_many(self, specs: Sequence[EstimateSpec]) -> list[dict[str, Any] | Exception]:
+        """Estimate many sweeps; each answer is a dict or the error that item raised.
+
+        Specs that differ only in batch sizes share one engine call (the engine is elementwise
+        over batch sizes), and each model and accelerator is loaded once.
+        """
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for index, spec in enumerate(specs):
+            groups.setdefault(spec.group_key, []).append(index)
+        answers: dict[int, dict[str, Any] | Exception] = {}
+        for indices in groups.values():
+            members = [specs[i] for i in indices]
+            try:
+                results: Sequence[dict[str, Any] | Exception] = self._run_group(members)
+            except (ServiceError, EngineError) as exc:
+                results = [exc] * len(members)
+            for index, answer in zip(indices, results, strict=True):
+                answers[index] = answer
+        return [answers[index] for index in range(len(specs))]
+
+    def _run_group(self, specs: Sequence[EstimateSpec]) -> list[dict[str, Any]]:
+        """Run specs sharing a group key as one engine call and split the points per spec."""
+        first = specs[0]
+        target = first.target
+        model, accelerator, resolved = self._load(target)
+        batch_sizes = [b for spec in specs for b in spec.batch_sizes]
+        result = estimate(
+            model,
+            accelerator,
+            precision=target.precision,
+            parallelism=target.parallelism,
+            input_tokens=first.input_tokens,
+            output_tokens=first.output_tokens,
+            batch_sizes=np.asarray(batch_sizes, dtype=np.float64),
+            mode=first.mode,
+            params=resolved.params,
+            price_usd_per_hour=first.price_usd_per_hour,
+        )
+        price = (
+            first.price_usd_per_hour
+            if first.price_usd_per_hour is not None
+            else accelerator.price_usd_per_hour
+        )
+        header = {
+            "model": model.id,
+            "accelerator": accelerator.id,
+            "mode": result.mode,
+            "backend": target.backend,
+            **_target_echo(target),
+            "compute_dtype": result.compute_dtype,
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "gpus_per_replica": result.gpus_per_replica,
+            "calibration": resolved.calibration,
+            "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
+            "critical_batch_size": result.critical_batch_size,
+            "max_batch_size": result.max_batch_size,
+            "price_usd_per_hour": finite_or_none(price),
+            "usd_per_hour": finite_or_none(result.usd_per_hour),
+        }
+        points = _points(result, batch_sizes)
+        answers: list[dict[str, Any]] = []
+        start = 0
+        for spec in specs:
+            end = start + len(spec.batch_sizes)
+            answers.append({**header, "points": points[start:end]})
+            start = end
+        return answers
