@@ -1,0 +1,551 @@
+"""Plan search: score every candidate deployment at all concurrency levels at once, then rank.
+
+One candidate is (model, accelerator, precision, layout, efficiency parameters, price). For each,
+one ``estimate`` call evaluates an array of concurrency levels up to the memory limit; service
+targets mask the levels, the objective picks the best level, and candidates are ranked. Nothing
+here loops over concurrency levels in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.calibration.intervals import ResidualQuantiles, interval
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
+from service.engine.estimate import EstimateResult, estimate
+from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray, peak_flops_s
+from service.engine.memory import (
+    DEFAULT_MEMORY_UTILIZATION,
+    RUNTIME_OVERHEAD_BYTES,
+    capacity_bytes,
+    max_batch_size,
+    weight_bytes_per_gpu,
+)
+from service.engine.parallel import SINGLE_GPU, Parallelism
+from service.engine.precision import BF16, Precision
+from service.engine.shapes import ModelShape
+from service.engine.workloads import OBJECTIVES, PLAN_MODES
+
+DEFAULT_CONCURRENCY_LEVELS = 64
+MAX_CONCURRENCY_LEVELS = 1024
+
+# Rejection codes (``reason`` carries the human-readable detail).
+INVALID_LAYOUT = "invalid_layout"
+UNSUPPORTED_DTYPE = "unsupported_dtype"
+NO_PRICE = "no_price"
+DOES_NOT_FIT = "does_not_fit"
+MISSES_TTFT = "misses_ttft"
+MISSES_TPOT = "misses_tpot"
+MISSES_SLO = "misses_slo"
+
+
+class UpperBound(Protocol):
+    """Hook: the upper end of a prediction interval for ``metric`` (``ttft_ms`` or ``tpot_ms``)."""
+
+    def __call__(
+        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
+    ) -> FloatArray:
+        """Return the upper bound for each predicted value."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResidualUpperBound:
+    """Upper end of the 80% interval from a profile's held-out residual quantiles per metric.
+
+    A metric without quantiles keeps its point prediction.
+    """
+
+    quantiles: Mapping[str, ResidualQuantiles]
+    transferred: bool = False
+
+    def __call__(
+        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
+    ) -> FloatArray:
+        """Return the interval's upper end for each prediction."""
+        q = self.quantiles.get(metric)
+        if q is None:
+            return predicted_ms
+        return interval(predicted_ms, q, transferred=self.transferred).high
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Latency targets (None: no target); optionally judged at the interval's upper bound."""
+
+    ttft_ms_max: float | None = None
+    tpot_ms_max: float | None = None
+    use_interval_upper_bound: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One deployment option. ``price_usd_per_hour`` is per GPU (None: the catalog price)."""
+
+    model: ModelShape
+    accelerator: Accelerator
+    precision: Precision = BF16
+    parallelism: Parallelism = SINGLE_GPU
+    params: EfficiencyParams = DEFAULT_EFFICIENCY
+    price_usd_per_hour: float | None = None
+    calibration: Mapping[str, Any] | None = None  # passed through to the answer
+    upper_bound: UpperBound | None = None
+
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        """Return the override price, else the accelerator's catalog price."""
+        if self.price_usd_per_hour is not None:
+            return self.price_usd_per_hour
+        return self.accelerator.price_usd_per_hour
+
+
+@dataclass(frozen=True, slots=True)
+class PlanQuestion:
+    """What to optimise, for which request shape and targets."""
+
+    input_tokens: int
+    output_tokens: int
+    slo: Slo = Slo()
+    objective: str = "max_throughput_per_gpu"
+    requests_per_s: float | None = None
+    mode: str = "serving"
+    concurrency_levels: int = DEFAULT_CONCURRENCY_LEVELS
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+
+    def validate(self) -> None:
+        """Raise EngineError naming the first invalid field."""
+        if self.input_tokens < 1 or self.output_tokens < 1:
+            raise EngineError("input_tokens and output_tokens must be at least 1")
+        if self.objective not in OBJECTIVES:
+            raise EngineError(f"objective must be one of {', '.join(OBJECTIVES)}")
+        if self.mode not in PLAN_MODES:
+            raise EngineError(f"mode must be one of {', '.join(PLAN_MODES)}")
+        if self.requests_per_s is not None and not self.requests_per_s > 0:
+            raise EngineError("requests_per_s must be positive")
+        if self.objective == "min_gpus_for_rate" and self.requests_per_s is None:
+            raise EngineError("objective min_gpus_for_rate needs requests_per_s")
+        if not 1 <= self.concurrency_levels <= MAX_CONCURRENCY_LEVELS:
+            raise EngineError(f"concurrency_levels must be between 1 and {MAX_CONCURRENCY_LEVELS}")
+        for name, value in (
+            ("ttft_ms_max", self.slo.ttft_ms_max),
+            ("tpot_ms_max", self.slo.tpot_ms_max),
+        ):
+            if value is not None and not value > 0:
+                raise EngineError(f"{name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """A feasible candidate at its best concurrency, with fleet size and cost for the rate.
+
+    Throughputs are per replica unless named per GPU; ``usd_per_hour`` is the whole fleet
+    (``replicas`` replicas); per-token costs assume a fully loaded replica. Costs are None
+    without a price.
+    """
+
+    candidate: Candidate
+    mode: str
+    concurrency: int
+    max_concurrency: int  # memory limit on running requests per replica
+    ttft_ms: float
+    tpot_ms: float
+    ttft_ms_upper: float | None
+    tpot_ms_upper: float | None
+    e2e_latency_ms: float
+    tokens_per_s_per_user: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    gpus_per_replica: int
+    replicas: int
+    gpus: int
+    usd_per_hour: float | None
+    usd_per_hour_per_replica: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    usd_per_million_tokens: float | None  # all replica time over input + output tokens
+    energy_per_output_token_j: float | None
+    energy_per_token_j: float | None
+    memory_gb_per_gpu: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A candidate with no configuration, and why."""
+
+    candidate: Candidate
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierPoint:
+    """One Pareto-optimal (tokens/s per user, output tokens/s per GPU) operating point."""
+
+    candidate: Candidate
+    concurrency: int
+    tokens_per_s_per_user: float
+    output_tokens_per_s_per_gpu: float
+    ttft_ms: float
+    tpot_ms: float
+    meets_slo: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    """Ranked configurations, the frontier per accelerator id, rejected candidates."""
+
+    configurations: tuple[Configuration, ...]
+    frontier: Mapping[str, tuple[FrontierPoint, ...]]
+    rejected: tuple[Rejection, ...]
+    candidates_evaluated: int = 0
+    points_evaluated: int = 0
+
+
+@dataclass(slots=True)
+class _Evaluated:
+    """One candidate's estimate and per-level feasibility."""
+
+    candidate: Candidate
+    result: EstimateResult
+    ttft_upper: FloatArray | None
+    tpot_upper: FloatArray | None
+    feasible: npt.NDArray[np.bool_]
+    chosen: int | None = None
+
+
+def layouts(
+    model: ModelShape,
+    max_gpus_per_replica: int,
+    *,
+    tp: Sequence[int] | None = None,
+    pp: Sequence[int] | None = None,
+    ep: Sequence[int] | None = None,
+) -> list[Parallelism]:
+    """Return the layouts to try: tp × pp × ep within the GPU limit (ep ≤ tp).
+
+    Defaults: tp in powers of two, pp = 1 (pipeline stages lengthen every step, so serving
+    rarely wants them), ep ∈ {1, tp} for MoE models and 1 for dense ones. Layouts that do not
+    divide the model are kept so the plan can say why they were rejected.
+    """
+    tps = list(tp) if tp else [2**i for i in range(max_gpus_per_replica.bit_length())]
+    pps = list(pp) if pp else [1]
+    out: list[Parallelism] = []
+    for t in sorted(set(tps)):
+        for p in sorted(set(pps)):
+            if t * p > max_gpus_per_replica:
+                continue
+            eps = list(ep) if ep else ([1, t] if model.is_moe else [1])
+            for e in sorted(set(eps)):
+                if e <= t:
+                    out.append(Parallelism(tp=t, pp=p, ep=e))
+    return out
+
+
+def concurrency_levels(max_running: int, count: int = DEFAULT_CONCURRENCY_LEVELS) -> FloatArray:
+    """Return up to ``count`` integer levels in [1, max_running]: powers of two plus geometric fill.
+
+    Every level when ``max_running`` ≤ ``count``; the memory limit itself is always included.
+    """
+    top = max(int(max_running), 1)
+    if top <= count:
+        return np.arange(1.0, top + 1.0)
+    powers = 2.0 ** np.arange(int(math.log2(top)) + 1)
+    if powers.size + 1 > count:
+        return np.asarray(np.unique(np.round(np.geomspace(1.0, top, count))), dtype=np.float64)
+    fill = np.geomspace(1.0, top, max(count - powers.size, 2))
+    levels = np.unique(np.round(np.concatenate([powers, fill, [float(top)]])))
+    if levels.size > count:  # drop fill points nearest a neighbour, keep powers and the top
+        keep = np.isin(levels, powers) | (levels == top)
+        spare = np.flatnonzero(~keep)
+        drop = spare[np.round(np.linspace(0, spare.size - 1, levels.size - count)).astype(int)]
+        levels = np.delete(levels, drop)
+    return np.asarray(levels, dtype=np.float64)
+
+
+def pareto_mask(x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Return which points no other point beats on both x and y (higher is better for both).
+
+    Of exact duplicates only one is kept.
+    """
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    mask = np.zeros(xs.shape, dtype=bool)
+    if xs.size == 0:
+        return mask
+    order = np.lexsort((-ys, -xs))  # x descending, then y descending
+    y_sorted = ys[order]
+    best_before = np.concatenate([[-np.inf], np.maximum.accumulate(y_sorted)[:-1]])
+    mask[order] = y_sorted > best_before
+    return mask
+
+
+def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
+    """Return a rejection for a candidate that cannot run, else its memory limit on requests."""
+    c = candidate
+    try:
+        c.parallelism.check_divides(c.model)
+    except InvalidLayoutError as exc:
+        return Rejection(c, INVALID_LAYOUT, f"layout does not divide the model: {exc}")
+    try:
+        c.precision.validate()
+        peak_flops_s(c.accelerator, c.precision.compute_dtype)
+    except UnsupportedDtypeError:
+        return Rejection(
+            c,
+            UNSUPPORTED_DTYPE,
+            f"no peak for dtype {c.precision.compute_dtype} on {c.accelerator.id}",
+        )
+    if question.objective == "min_cost_per_million_tokens" and c.usd_per_gpu_hour is None:
+        return Rejection(
+            c,
+            NO_PRICE,
+            f"no price for {c.accelerator.id}: cannot rank by cost "
+            "(give price_usd_per_hour for it)",
+        )
+    context = float(question.input_tokens + question.output_tokens)
+    limit = max_batch_size(
+        c.model,
+        c.accelerator,
+        precision=c.precision,
+        parallelism=c.parallelism,
+        context_tokens=context,
+        step_tokens=c.params.prefill_chunk_tokens,
+        memory_utilization=question.memory_utilization,
+    )
+    if limit < 1:
+        weights_gb = weight_bytes_per_gpu(c.model, c.precision, c.parallelism).total_bytes / 1e9
+        usable_gb = capacity_bytes(c.accelerator) * question.memory_utilization / 1e9
+        return Rejection(
+            c,
+            DOES_NOT_FIT,
+            f"does not fit: {weights_gb:.1f} GB of weights per GPU + "
+            f"{RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB runtime + activations and one request's "
+            f"KV cache exceed {usable_gb:.1f} GB usable",
+        )
+    return limit
+
+
+def _evaluate(candidate: Candidate, question: PlanQuestion, limit: int) -> _Evaluated:
+    """Run one vectorised estimate over the levels and mark which meet the targets."""
+    c, slo = candidate, question.slo
+    levels = concurrency_levels(limit, question.concurrency_levels)
+    r = estimate(
+        c.model,
+        c.accelerator,
+        precision=c.precision,
+        parallelism=c.parallelism,
+        input_tokens=question.input_tokens,
+        output_tokens=question.output_tokens,
+        batch_sizes=levels,
+        mode=question.mode,
+        params=c.params,
+        price_usd_per_hour=c.price_usd_per_hour,
+        memory_utilization=question.memory_utilization,
+    )
+    ttft_up = tpot_up = None
+    if c.upper_bound is not None:
+        ttft_up = c.upper_bound("ttft_ms", r.ttft_ms, levels)
+        tpot_up = c.upper_bound("tpot_ms", r.tpot_ms, levels)
+    use_upper = slo.use_interval_upper_bound
+    ttft = ttft_up if use_upper and ttft_up is not None else r.ttft_ms
+    tpot = tpot_up if use_upper and tpot_up is not None else r.tpot_ms
+    feasible = r.fits.copy()
+    if slo.ttft_ms_max is not None:
+        feasible &= ttft <= slo.ttft_ms_max
+    if slo.tpot_ms_max is not None:
+        feasible &= tpot <= slo.tpot_ms_max
+    return _Evaluated(c, r, ttft_up, tpot_up, feasible)
+
+
+def _usd_per_million_tokens(r: EstimateResult) -> FloatArray:
+    """Return all replica time priced over input + output tokens (per request ÷ its tokens)."""
+    s_in, s_out = float(r.input_tokens), float(r.output_tokens)
+    blended = r.usd_per_million_input_tokens * s_in + r.usd_per_million_output_tokens * s_out
+    return np.asarray(blended / (s_in + s_out), dtype=np.float64)
+
+
+def _replicas(requests_per_s: float | None, per_replica: FloatArray) -> FloatArray:
+    """Return ceil(rate ÷ per-replica rate) (1 without a rate)."""
+    if requests_per_s is None:
+        return np.ones_like(per_replica)
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.ceil(requests_per_s / per_replica), dtype=np.float64)
+
+
+def _choose(ev: _Evaluated, question: PlanQuestion) -> int:
+    """Return the index of the best feasible level for the objective (ties: lower concurrency)."""
+    r, idx = ev.result, np.flatnonzero(ev.feasible)
+    level = r.batch_size[idx]
+    per_gpu = r.output_tokens_per_s_per_gpu[idx]
+    cost = np.nan_to_num(_usd_per_million_tokens(r)[idx], nan=np.inf)
+    objective = question.objective
+    if objective == "max_throughput_per_gpu":
+        keys: tuple[FloatArray, ...] = (level, -per_gpu)
+    elif objective == "min_cost_per_million_tokens":
+        keys = (level, -per_gpu, cost)
+    elif objective == "min_gpus_for_rate":
+        gpus = _replicas(question.requests_per_s, r.requests_per_s[idx]) * r.gpus_per_replica
+        keys = (level, -per_gpu, gpus)
+    else:  # max_concurrency_under_slo
+        keys = (-per_gpu, -level)
+    return int(idx[np.lexsort(keys)[0]])
+
+
+def _optional(value: float) -> float | None:
+    return None if not math.isfinite(value) else value
+
+
+def _configuration(ev: _Evaluated, i: int, question: PlanQuestion) -> Configuration:
+    """Build the answer row for level ``i`` of an evaluated candidate."""
+    r, c = ev.result, ev.candidate
+    replicas = int(_replicas(question.requests_per_s, r.requests_per_s[i : i + 1])[0])
+    per_replica = r.usd_per_hour
+    return Configuration(
+        candidate=c,
+        mode=r.mode,
+        concurrency=int(r.batch_size[i]),
+        max_concurrency=r.max_batch_size,
+        ttft_ms=float(r.ttft_ms[i]),
+        tpot_ms=float(r.tpot_ms[i]),
+        ttft_ms_upper=None if ev.ttft_upper is None else float(ev.ttft_upper[i]),
+        tpot_ms_upper=None if ev.tpot_upper is None else float(ev.tpot_upper[i]),
+        e2e_latency_ms=float(r.e2e_latency_ms[i]),
+        tokens_per_s_per_user=1000.0 / float(r.tpot_ms[i]),
+        requests_per_s=float(r.requests_per_s[i]),
+        output_tokens_per_s=float(r.output_tokens_per_s[i]),
+        output_tokens_per_s_per_gpu=float(r.output_tokens_per_s_per_gpu[i]),
+        gpus_per_replica=r.gpus_per_replica,
+        replicas=replicas,
+        gpus=replicas * r.gpus_per_replica,
+        usd_per_hour=None if per_replica is None else per_replica * replicas,
+        usd_per_hour_per_replica=per_replica,
+        usd_per_million_output_tokens=_optional(float(r.usd_per_million_output_tokens[i])),
+        usd_per_million_input_tokens=_optional(float(r.usd_per_million_input_tokens[i])),
+        usd_per_million_tokens=_optional(float(_usd_per_million_tokens(r)[i])),
+        energy_per_output_token_j=_optional(float(r.energy_per_output_token_j[i])),
+        energy_per_token_j=_optional(float(r.energy_per_token_j[i])),
+        memory_gb_per_gpu=float(r.total_gb[i]),
+    )
+
+
+def _rank_key(cfg: Configuration, objective: str) -> tuple[float, ...]:
+    """Return the sort key of a configuration for the objective (unpriced cost sorts last)."""
+    inf = math.inf
+    cost = cfg.usd_per_million_tokens if cfg.usd_per_million_tokens is not None else inf
+    fleet = cfg.usd_per_hour if cfg.usd_per_hour is not None else inf
+    per_gpu = -cfg.output_tokens_per_s_per_gpu
+    if objective == "max_throughput_per_gpu":
+        return (per_gpu, cost, cfg.gpus_per_replica)
+    if objective == "min_cost_per_million_tokens":
+        return (cost, per_gpu, cfg.gpus_per_replica)
+    if objective == "min_gpus_for_rate":
+        return (float(cfg.gpus), fleet, per_gpu)
+    return (-float(cfg.concurrency), per_gpu, cost)
+
+
+def _miss_reason(ev: _Evaluated, question: PlanQuestion) -> Rejection:
+    """Explain why no level of an evaluated candidate is feasible."""
+    r, slo, c = ev.result, question.slo, ev.candidate
+    if not r.fits.any():
+        return Rejection(c, DOES_NOT_FIT, "does not fit at any concurrency")
+    use_upper = slo.use_interval_upper_bound
+    basis = " (80% interval upper bound)" if use_upper and ev.ttft_upper is not None else ""
+    ttft = ev.ttft_upper if use_upper and ev.ttft_upper is not None else r.ttft_ms
+    tpot = ev.tpot_upper if use_upper and ev.tpot_upper is not None else r.tpot_ms
+    ttft_ok = np.ones_like(r.fits) if slo.ttft_ms_max is None else ttft <= slo.ttft_ms_max
+    tpot_ok = np.ones_like(r.fits) if slo.tpot_ms_max is None else tpot <= slo.tpot_ms_max
+    if not (ttft_ok & r.fits).any():
+        i = int(np.argmin(np.where(r.fits, ttft, np.inf)))
+        return Rejection(
+            c,
+            MISSES_TTFT,
+            f"misses TTFT: best {ttft[i]:.1f} ms{basis} at concurrency {int(r.batch_size[i])} "
+            f"> {slo.ttft_ms_max:g} ms",
+        )
+    if not (tpot_ok & r.fits).any():
+        i = int(np.argmin(np.where(r.fits, tpot, np.inf)))
+        return Rejection(
+            c,
+            MISSES_TPOT,
+            f"misses TPOT: best {tpot[i]:.2f} ms{basis} at concurrency {int(r.batch_size[i])} "
+            f"> {slo.tpot_ms_max:g} ms",
+        )
+    return Rejection(
+        c,
+        MISSES_SLO,
+        f"misses TTFT or TPOT at every concurrency: TTFT ≤ {slo.ttft_ms_max:g} ms at "
+        f"{int(ttft_ok.sum())} levels, TPOT ≤ {slo.tpot_ms_max:g} ms at {int(tpot_ok.sum())} "
+        "levels, never both",
+    )
+
+
+def _frontier(evaluated: Sequence[_Evaluated]) -> dict[str, tuple[FrontierPoint, ...]]:
+    """Return the Pareto frontier per accelerator, computed per model, ordered by x."""
+    groups: dict[tuple[str, str], list[_Evaluated]] = {}
+    for ev in evaluated:
+        groups.setdefault((ev.candidate.accelerator.id, ev.candidate.model.id), []).append(ev)
+    out: dict[str, list[FrontierPoint]] = {}
+    for (acc_id, _), evs in groups.items():
+        owner = np.concatenate([np.full(ev.result.batch_size.size, k) for k, ev in enumerate(evs)])
+        level = np.concatenate([np.arange(ev.result.batch_size.size) for ev in evs])
+        fits = np.concatenate([ev.result.fits for ev in evs])
+        x = np.concatenate([1000.0 / ev.result.tpot_ms for ev in evs])
+        y = np.concatenate([ev.result.output_tokens_per_s_per_gpu for ev in evs])
+        on = np.flatnonzero(fits)[pareto_mask(x[fits], y[fits])]
+        on = on[np.argsort(x[on], kind="stable")]
+        points = out.setdefault(acc_id, [])
+        for j in on:
+            ev, i = evs[int(owner[j])], int(level[j])
+            points.append(
+                FrontierPoint(
+                    candidate=ev.candidate,
+                    concurrency=int(ev.result.batch_size[i]),
+                    tokens_per_s_per_user=float(x[j]),
+                    output_tokens_per_s_per_gpu=float(y[j]),
+                    ttft_ms=float(ev.result.ttft_ms[i]),
+                    tpot_ms=float(ev.result.tpot_ms[i]),
+                    meets_slo=bool(ev.feasible[i]),
+                )
+            )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def plan(candidates: Sequence[Candidate], question: PlanQuestion) -> PlanResult:
+    """Answer a planning question over candidates: ranked configurations, frontier, rejections.
+
+    An infeasible question is an answer with no configuration and every candidate's reason.
+    """
+    question.validate()
+    rejected: list[Rejection] = []
+    evaluated: list[_Evaluated] = []
+    configurations: list[Configuration] = []
+    points = 0
+    for candidate in candidates:
+        pre = _precheck(candidate, question)
+        if isinstance(pre, Rejection):
+            rejected.append(pre)
+            continue
+        ev = _evaluate(candidate, question, pre)
+        evaluated.append(ev)
+        points += ev.result.batch_size.size
+        if not ev.feasible.any():
+            rejected.append(_miss_reason(ev, question))
+            continue
+        ev.chosen = _choose(ev, question)
+        configurations.append(_configuration(ev, ev.chosen, question))
+    configurations.sort(key=lambda cfg: _rank_key(cfg, question.objective))
+    return PlanResult(
+        configurations=tuple(configurations),
+        frontier=_frontier(evaluated),
+        rejected=tuple(rejected),
+        candidates_evaluated=len(evaluated),
+        points_evaluated=points,
+    )
