@@ -1,0 +1,267 @@
+"""HTTP tests of POST /v1/estimates: contract, engine agreement, fit, CSV, cost and errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from service.engine.estimate import estimate
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.services.catalog import CatalogService
+
+POINT_FIELDS = {
+    "batch_size",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "decode",
+    "prefill",
+    "memory",
+    "cost",
+}
+MEMORY_FIELDS = {"weights_gb", "kv_cache_gb", "activations_gb", "total_gb", "capacity_gb", "fits"}
+COST_FIELDS = {"usd_per_million_output_tokens", "usd_per_million_input_tokens"}
+
+
+def body(**overrides: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "model": "llama-3.1-8b",
+        "accelerator": "h100-sxm",
+        "input_tokens": 1024,
+        "output_tokens": 128,
+        "batch_sizes": [1, 8, 64, 256],
+    }
+    request.update(overrides)
+    return request
+
+
+def post(client: TestClient, **overrides: Any) -> dict[str, Any]:
+    response = client.post("/v1/estimates", json=body(**overrides))
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_contract_fields_with_units(client: TestClient) -> None:
+    answer = post(client, backend="trtllm")
+    assert answer["model"] == "llama-3.1-8b" and answer["accelerator"] == "h100-sxm"
+    assert answer["calibration"] is None and answer["backend"] == "trtllm"
+    assert answer["mode"] == "static"
+    assert answer["ridge_point_flop_per_byte"] == pytest.approx(295, abs=1)
+    assert [p["batch_size"] for p in answer["points"]] == [1, 8, 64, 256]
+    for point in answer["points"]:
+        assert POINT_FIELDS <= set(point)
+        assert MEMORY_FIELDS <= set(point["memory"])
+        assert COST_FIELDS <= set(point["cost"])
+        for phase in ("decode", "prefill"):
+            assert set(point[phase]) >= {"arithmetic_intensity_flop_per_byte", "bound"}
+            assert point[phase]["bound"] in {"memory", "compute", "communication"}
+
+
+def test_matches_engine_called_directly(client: TestClient, db_session: Session) -> None:
+    catalog = CatalogService(db_session)
+    precision = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+    batch_sizes = [1, 3, 48, 700]
+    for mode in ("static", "serving"):
+        answer = post(
+            client,
+            model="qwen3-32b",
+            precision=precision,
+            parallelism={"tp": 2},
+            input_tokens=2000,
+            output_tokens=300,
+            batch_sizes=batch_sizes,
+            mode=mode,
+        )
+        direct = estimate(
+            catalog.model_shape("qwen3-32b"),
+            catalog.accelerator("h100-sxm"),
+            precision=Precision(**precision),
+            parallelism=Parallelism(tp=2),
+            input_tokens=2000,
+            output_tokens=300,
+            batch_sizes=batch_sizes,
+            mode=mode,
+        )
+        assert answer["critical_batch_size"] == direct.critical_batch_size
+        assert answer["max_batch_size"] == direct.max_batch_size
+        assert answer["gpus_per_replica"] == 2
+        points = answer["points"]
+        for name in ("ttft_ms", "tpot_ms", "e2e_latency_ms", "queue_wait_ms", "requests_per_s"):
+            assert [p[name] for p in points] == getattr(direct, name).tolist()
+        assert [p["memory"]["kv_cache_gb"] for p in points] == direct.kv_cache_gb.tolist()
+        assert [p["memory"]["fits"] for p in points] == direct.fits.tolist()
+        assert [p["decode"]["bound"] for p in points] == direct.decode_bound.tolist()
+        assert [
+            p["cost"]["usd_per_million_output_tokens"] for p in points
+        ] == direct.usd_per_million_output_tokens.tolist()
+
+
+def test_llama_70b_does_not_fit_one_h100_but_fits_two(client: TestClient) -> None:
+    one = post(client, model="llama-3.1-70b", batch_sizes=[1, 8])
+    assert [p["memory"]["fits"] for p in one["points"]] == [False, False]
+    assert all(p["memory"]["total_gb"] > p["memory"]["usable_gb"] for p in one["points"])
+    assert one["points"][0]["ttft_ms"] > 0  # an answer, not an error
+    two = post(client, model="llama-3.1-70b", batch_sizes=[1], parallelism={"tp": 2})
+    assert two["points"][0]["memory"]["fits"] is True
+    assert two["points"][0]["memory"]["weights_gb"] == pytest.approx(
+        one["points"][0]["memory"]["weights_gb"] / 2, rel=0.02
+    )
+
+
+def test_csv_parses_and_matches_json(client: TestClient) -> None:
+    request = body(mode="serving", batch_sizes=[1, 16, 512])
+    as_json = client.post("/v1/estimates", json=request).json()
+    response = client.post("/v1/estimates", json=request, headers={"Accept": "text/csv"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == 3
+    for row, point in zip(rows, as_json["points"], strict=True):
+        assert row["model"] == "llama-3.1-8b" and row["mode"] == "serving"
+        assert int(row["batch_size"]) == point["batch_size"]
+        assert float(row["tpot_ms"]) == point["tpot_ms"]
+        assert float(row["queue_wait_ms"]) == point["queue_wait_ms"]
+        assert float(row["memory_total_gb"]) == point["memory"]["total_gb"]
+        assert row["memory_fits"] == json.dumps(point["memory"]["fits"])
+        assert row["decode_bound"] == point["decode"]["bound"]
+        cost = point["cost"]["usd_per_million_output_tokens"]
+        assert float(row["cost_usd_per_million_output_tokens"]) == cost
+
+
+def test_json_preferred_unless_csv_ranks_higher(client: TestClient) -> None:
+    accept = "application/json, text/csv;q=0.5"
+    response = client.post("/v1/estimates", json=body(), headers={"Accept": accept})
+    assert response.headers["content-type"].startswith("application/json")
+    accept = "application/json;q=0.5, text/csv"
+    response = client.post("/v1/estimates", json=body(), headers={"Accept": accept})
+    assert response.headers["content-type"].startswith("text/csv")
+
+
+def test_price_override_scales_cost(client: TestClient) -> None:
+    base = post(client, price_usd_per_hour=2.0, parallelism={"tp": 2})
+    double = post(client, price_usd_per_hour=4.0, parallelism={"tp": 2})
+    assert base["price_usd_per_hour"] == 2.0 and base["usd_per_hour"] == 4.0
+    for a, b in zip(base["points"], double["points"], strict=True):
+        for name in COST_FIELDS:
+            assert b["cost"][name] == pytest.approx(2 * a["cost"][name])
+
+
+def test_no_price_gives_null_cost_never_nan(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    h100 = client.get("/v1/accelerators/h100-sxm").json()
+    unpriced = {
+        "id": "unpriced-gpu",
+        "vendor": "test",
+        "name": "Unpriced GPU",
+        "memory_gb": h100["memory_gb"],
+        "memory_bandwidth_gb_s": h100["memory_bandwidth_gb_s"],
+        "peak_tflops": h100["peak_tflops"],
+        "interconnect_gb_s": h100["interconnect_gb_s"],
+    }
+    created = client.post("/v1/accelerators", json=unpriced, headers=auth_headers)
+    assert created.status_code == 201, created.text
+    response = client.post("/v1/estimates", json=body(accelerator="unpriced-gpu"))
+    assert response.status_code == 200
+    json.loads(response.text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    answer = response.json()
+    assert answer["price_usd_per_hour"] is None and answer["usd_per_hour"] is None
+    for point in answer["points"]:
+        assert point["cost"] == dict.fromkeys(COST_FIELDS)
+        assert point["energy"]["per_token_j"] is None
+        assert math.isfinite(point["tpot_ms"])
+
+
+def test_serving_queues_beyond_kv_capacity(client: TestClient) -> None:
+    answer = post(client, mode="serving", model="llama-3.1-70b", parallelism={"tp": 2})
+    limit = answer["max_batch_size"]
+    concurrency = [max(limit // 2, 1), limit * 4]
+    points = post(
+        client,
+        mode="serving",
+        model="llama-3.1-70b",
+        parallelism={"tp": 2},
+        batch_sizes=concurrency,
+    )["points"]
+    assert points[0]["queue_wait_ms"] == 0.0
+    assert points[1]["queue_wait_ms"] > 0.0
+    assert points[1]["running_batch_size"] == limit
+
+
+def test_order_and_duplicates_kept(client: TestClient) -> None:
+    answer = post(client, batch_sizes=[64, 1, 64])
+    points = answer["points"]
+    assert [p["batch_size"] for p in points] == [64, 1, 64]
+    assert points[0] == points[2]
+    assert points[1]["tpot_ms"] < points[0]["tpot_ms"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"batch_sizes": []}, "batch_sizes"),
+        ({"batch_sizes": [0]}, "batch_sizes.0"),
+        ({"batch_sizes": [1, 65_537]}, "batch_sizes.1"),
+        ({"batch_sizes": list(range(1, 1026))}, "batch_sizes"),
+        ({"batch_sizes": "8"}, "batch_sizes"),
+        ({"input_tokens": 0}, "input_tokens"),
+        ({"output_tokens": 1_048_577}, "output_tokens"),
+        ({"mode": "offline"}, "mode"),
+        ({"precision": {"kv_cache": "fp6"}}, "precision.kv_cache"),
+        ({"precision": {"activations": "int4"}}, "precision.activations"),
+        ({"parallelism": {"pp": 0}}, "parallelism.pp"),
+        ({"parallelism": {"tp": 2048}}, "parallelism.tp"),
+        ({"parallelism": {"tp": 3}}, "parallelism.tp"),
+        ({"parallelism": {"pp": 33}}, "parallelism.pp"),
+        ({"parallelism": {"ep": 2, "tp": 2}}, "parallelism.ep"),
+        ({"precision": {"weights": "int4", "activations": "fp4"}}, "precision"),
+        ({"price_usd_per_hour": -1}, "price_usd_per_hour"),
+        ({"calibration": ""}, "calibration"),
+        ({"batch_size": 8}, "batch_size"),
+    ],
+)
+def test_invalid_requests_name_the_field(
+    client: TestClient, overrides: dict[str, Any], field: str
+) -> None:
+    response = client.post("/v1/estimates", json=body(**overrides))
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    problem = response.json()
+    assert problem["status"] == 422 and problem["title"] and problem["detail"]
+    assert field in [error["field"] for error in problem["errors"]]
+
+
+def test_nan_price_is_rejected(client: TestClient) -> None:
+    raw = json.dumps(body()).replace("}", ', "price_usd_per_hour": NaN}')
+    response = client.post(
+        "/v1/estimates", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert "price_usd_per_hour" in [e["field"] for e in response.json()["errors"]]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"model": "no-such-model"}, "model 'no-such-model'"),
+        ({"accelerator": "no-such-gpu"}, "accelerator 'no-such-gpu'"),
+        ({"calibration": "profile-123"}, "calibration profile 'profile-123'"),
+    ],
+)
+def test_unknown_ids_are_404(client: TestClient, overrides: dict[str, Any], needle: str) -> None:
+    response = client.post("/v1/estimates", json=body(**overrides))
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert needle in response.json()["detail"]
