@@ -1,0 +1,213 @@
+"""Read benchmark files (CSV or ``vllm bench serve`` JSON) into API measurement objects."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.engine.calibration.measurements import (
+    AttentionMeasurement,
+    CollectiveMeasurement,
+    GemmMeasurement,
+    Measurement,
+    MeasurementError,
+    StaticMeasurement,
+)
+from service.engine.calibration.parsers import parse_csv, parse_vllm_bench_json
+
+Progress = Callable[[int, int], None]
+CHUNK_ROWS = 2000
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass(slots=True)
+class MeasurementFile:
+    """Measurements read from one file, as API objects, with the file's format and warnings."""
+
+    format: str
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    backends: set[str] = field(default_factory=set)
+
+
+def measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    """Express a measurement in the API's JSON shape (api.md, Calibration)."""
+    if isinstance(m, GemmMeasurement):
+        return {"kind": "gemm", "dtype": m.dtype, "m": m.m, "n": m.n, "k": m.k,
+                "latency_ms": m.latency_ms}  # fmt: skip
+    if isinstance(m, AttentionMeasurement):
+        return {
+            "kind": "attention",
+            "phase": m.phase,
+            "batch_size": m.batch_size,
+            "context_tokens": m.context_tokens,
+            "num_heads": m.num_heads,
+            "num_kv_heads": m.num_kv_heads,
+            "head_dim": m.head_dim,
+            "kv_dtype": m.kv_dtype,
+            "latency_ms": m.latency_ms,
+        }
+    if isinstance(m, CollectiveMeasurement):
+        return {"kind": "collective", "op": m.op, "num_gpus": m.num_gpus,
+                "message_bytes": m.message_bytes, "latency_ms": m.latency_ms}  # fmt: skip
+    precision = {"weights": m.weights_dtype}
+    if m.activations_dtype:
+        precision["activations"] = m.activations_dtype
+    if m.kv_cache_dtype:
+        precision["kv_cache"] = m.kv_cache_dtype
+    out: dict[str, Any] = {
+        "kind": m.kind,
+        "model": m.model,
+        "precision": precision,
+        "parallelism": {"tp": m.tp, "pp": m.pp},
+        "input_tokens": m.input_tokens,
+        "output_tokens": m.output_tokens,
+    }
+    if isinstance(m, StaticMeasurement):
+        out["batch_size"] = m.batch_size
+        metrics: tuple[str, ...] = (
+            "latency_ms",
+            "ttft_ms",
+            "tpot_ms",
+            "output_tokens_per_s",
+            "total_tokens_per_s",
+        )
+    else:
+        out["concurrency"] = m.concurrency
+        metrics = ("ttft_ms", "tpot_ms")
+        if m.backend_version:
+            out["backend_version"] = m.backend_version
+    out.update({name: getattr(m, name) for name in metrics if getattr(m, name) is not None})
+    if m.backend:
+        out["backend"] = m.backend
+    return out
+
+
+def _chunks(text: str, size: int) -> Iterator[tuple[int, int, str]]:
+    """Yield (first row number - 1, row count, CSV text with the header) per chunk of rows."""
+    rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    if not rows:
+        yield 0, 0, text
+        return
+    header, body = rows[0], [r for r in rows[1:] if any(c.strip() for c in r)]
+    for start in range(0, max(len(body), 1), size):
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(body[start : start + size])
+        yield start, len(body), buffer.getvalue()
+
+
+def _keep(m: Measurement, accelerator: str | None) -> bool:
+    """Drop rows measured on another catalog accelerator (slug-named, e.g. Argonne files)."""
+    named = getattr(m, "accelerator", "")
+    return not (accelerator and named and _SLUG.match(named) and named != accelerator)
+
+
+def _collect(out: MeasurementFile, items: tuple[Measurement, ...], accelerator: str | None) -> int:
+    dropped = 0
+    for m in items:
+        if not _keep(m, accelerator):
+            dropped += 1
+            continue
+        out.measurements.append(measurement_to_dict(m))
+        backend = getattr(m, "backend", "")
+        if backend:
+            out.backends.add(backend)
+    return dropped
+
+
+def read_csv(
+    text: str, accelerator: str | None = None, progress: Progress | None = None
+) -> MeasurementFile:
+    """Parse a benchmark CSV chunk by chunk (reporting rows done of total) into API objects."""
+    result: MeasurementFile | None = None
+    dropped = 0
+    for offset, total, chunk in _chunks(text, CHUNK_ROWS):
+        try:
+            parsed = parse_csv(chunk)
+        except MeasurementError as exc:
+            row = exc.row + offset if exc.row else exc.row
+            raise MeasurementError(row, exc.field, exc.message) from exc
+        if result is None:
+            result = MeasurementFile(parsed.format)
+        dropped += _collect(result, parsed.measurements, accelerator)
+        result.warnings.extend(w for w in parsed.warnings if w not in result.warnings)
+        if progress is not None:
+            progress(min(offset + CHUNK_ROWS, total), total)
+    assert result is not None
+    if dropped:
+        result.warnings.append(f"{dropped} rows measured on other accelerators skipped")
+    return result
+
+
+def read_vllm_bench(
+    text: str, *, tp: int = 1, weights_dtype: str = "bf16", progress: Progress | None = None
+) -> MeasurementFile:
+    """Parse ``vllm bench serve --save-result`` output: one result, a list, or JSON lines."""
+    try:
+        decoded: Any = json.loads(text)
+        results = decoded if isinstance(decoded, list) else [decoded]
+    except json.JSONDecodeError:
+        results = [json.loads(line) for line in text.splitlines() if line.strip()]
+    out = MeasurementFile("vllm_bench_json")
+    for index, result in enumerate(results, start=1):
+        if not isinstance(result, Mapping):
+            raise MeasurementError(index, "result", "not a JSON object")
+        parsed = parse_vllm_bench_json(result, tp=tp, weights_dtype=weights_dtype)
+        _collect(out, parsed.measurements, None)
+        out.warnings.extend(w for w in parsed.warnings if w not in out.warnings)
+        if progress is not None:
+            progress(index, len(results))
+    return out
+
+
+def read_measurement_file(
+    path: Path,
+    *,
+    accelerator: str | None = None,
+    tp: int = 1,
+    weights_dtype: str = "bf16",
+    progress: Progress | None = None,
+) -> MeasurementFile:
+    """Read a CSV (any format the parsers detect) or a vllm bench JSON file."""
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix.lower() in (".json", ".jsonl") or text.lstrip().startswith(("{", "[")):
+        return read_vllm_bench(text, tp=tp, weights_dtype=weights_dtype, progress=progress)
+    return read_csv(text, accelerator, progress)
+
+
+def calibration_body(
+    measured: MeasurementFile, accelerator: str, name: str | None, source: str
+) -> dict[str, Any]:
+    """The POST /v1/calibrations body for measurements read from ``source``."""
+    body: dict[str, Any] = {
+        "accelerator": accelerator,
+        "name": name or f"{source} ({measured.format})",
+        "measurements": measured.measurements,
+    }
+    if len(measured.backends) == 1:
+        body["backend"] = next(iter(measured.backends))
+    return body
+
+
+def calibration_from_file(
+    path: Path,
+    accelerator: str,
+    name: str | None = None,
+    progress: Progress | None = None,
+    *,
+    tp: int = 1,
+    weights_dtype: str = "bf16",
+) -> dict[str, Any]:
+    """Read a benchmark file and build the POST /v1/calibrations body."""
+    measured = read_measurement_file(
+        path, accelerator=accelerator, tp=tp, weights_dtype=weights_dtype, progress=progress
+    )
+    return calibration_body(measured, accelerator, name, Path(path).name)
