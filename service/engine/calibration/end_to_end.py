@@ -36,12 +36,17 @@ from service.engine.precision import WIDE_DTYPES, Precision
 from service.engine.shapes import ModelShape
 
 Run = StaticMeasurement | ServingMeasurement
-STATIC_NAMES = ("layer_overhead_us", "step_overhead_us")
-SERVING_NAMES = ("step_overhead_us", "layer_overhead_us", "admission_wait_steps")
+STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_overhead_us")
+SERVING_NAMES = (*STATIC_NAMES, "admission_wait_steps")
 ROUNDS = 3
 # Relative step for finite differences; overheads at 0 use an absolute step in their unit.
 _REL_STEP = 0.05
-_ABS_STEP = {"layer_overhead_us": 2.0, "step_overhead_us": 50.0, "admission_wait_steps": 0.25}
+_ABS_STEP = {
+    "layer_overhead_us": 2.0,
+    "step_overhead_us": 50.0,
+    "sequence_overhead_us": 2.0,
+    "admission_wait_steps": 0.25,
+}
 
 
 def precision_of(run: Run) -> Precision:
@@ -93,6 +98,10 @@ def _targets(runs: Sequence[Run]) -> list[_Target]:
     return out
 
 
+def _step(name: str, value: float) -> float:
+    return max(abs(value) * _REL_STEP, _ABS_STEP.get(name, 1e-3))
+
+
 class _Predictor:
     """Engine predictions for a fixed set of runs, grouped into one call per configuration."""
 
@@ -108,11 +117,33 @@ class _Predictor:
         for i, r in enumerate(self.runs):
             groups.setdefault(_config_key(r), []).append(i)
         self.groups = list(groups.values())
+        self.batch = np.array([_batch(self.runs[t.run]) for t in self.targets], dtype=float)
+        self.layers = np.array(
+            [self.models[self.runs[t.run].model].num_layers for t in self.targets], dtype=float
+        )
+        # Steps of a static metric, each carrying the per-step overhead once (estimate():
+        # TTFT = one prefill step, TPOT = one decode step, e2e = TTFT + (S_out − 1)·TPOT).
+        steps = [
+            (self.runs[t.run].output_tokens if t.output == "e2e_latency_ms" else 1)
+            if isinstance(self.runs[t.run], StaticMeasurement)
+            else np.nan
+            for t in self.targets
+        ]
+        self.static_steps = np.array(steps, dtype=float)
+        self.serving = np.isnan(self.static_steps)
+        self._serving_groups = [
+            g for g in self.groups if isinstance(self.runs[g[0]], ServingMeasurement)
+        ]
 
-    def predict(self, values: Mapping[str, float], base: EfficiencyParams) -> NDArray[np.float64]:
-        """Predicted value of every target, in target order."""
+    def _engine(
+        self,
+        values: Mapping[str, float],
+        base: EfficiencyParams,
+        groups: Sequence[list[int]] | None = None,
+    ) -> NDArray[np.float64]:
+        """Engine output for every target of ``groups`` (others NaN), without the sequence term."""
         per_run: dict[int, Mapping[str, float]] = {}
-        for idx in self.groups:
+        for idx in self.groups if groups is None else groups:
             first = self.runs[idx[0]]
             model = self.models[first.model]
             precision = precision_of(first)
@@ -125,7 +156,6 @@ class _Predictor:
                 precision.kv_cache,
                 float(first.input_tokens),
             )
-            batches = np.array([_batch(self.runs[i]) for i in idx])
             result = estimate(
                 model,
                 self.accelerator,
@@ -133,7 +163,7 @@ class _Predictor:
                 parallelism=Parallelism(tp=first.tp, pp=first.pp),
                 input_tokens=first.input_tokens,
                 output_tokens=first.output_tokens,
-                batch_sizes=batches,
+                batch_sizes=np.array([_batch(self.runs[i]) for i in idx]),
                 mode="static" if isinstance(first, StaticMeasurement) else "serving",
                 params=params,
             )
@@ -143,11 +173,37 @@ class _Predictor:
                     "tpot_ms": float(np.asarray(result.tpot_ms)[j]),
                     "e2e_latency_ms": float(np.asarray(result.e2e_latency_ms)[j]),
                 }
-        return np.array([per_run[t.run][t.output] for t in self.targets], dtype=float)
+        return np.array(
+            [per_run[t.run][t.output] if t.run in per_run else np.nan for t in self.targets],
+            dtype=float,
+        )
 
+    def sensitivity(
+        self, values: Mapping[str, float], base: EfficiencyParams, engine: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """ms of each target per µs of per-step overhead (exact for static, numeric for serving)."""
+        g = self.static_steps * 1e-3
+        if self._serving_groups:
+            h = _ABS_STEP["step_overhead_us"]
+            shifted = {**values, "step_overhead_us": values["step_overhead_us"] + h}
+            moved = self._engine(shifted, base, self._serving_groups)
+            g = np.where(self.serving, (moved - engine) / h, g)
+        return g
 
-def _step(name: str, value: float) -> float:
-    return max(abs(value) * _REL_STEP, _ABS_STEP.get(name, 1e-3))
+    def predict_with_sensitivity(
+        self, values: Mapping[str, float], base: EfficiencyParams
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Predictions (sequence overhead included) and their per-step-overhead sensitivity."""
+        engine = self._engine(values, base)
+        g = self.sensitivity(values, base, engine)
+        per_sequence = values.get("sequence_overhead_us", 0.0)
+        return engine + per_sequence * self.batch * g, g
+
+    def predict(self, values: Mapping[str, float], base: EfficiencyParams) -> NDArray[np.float64]:
+        """Predicted value of every target, in target order."""
+        if values.get("sequence_overhead_us", 0.0) == 0.0:
+            return self._engine(values, base)
+        return self.predict_with_sensitivity(values, base)[0]
 
 
 def _fit(
@@ -156,18 +212,29 @@ def _fit(
     values: Mapping[str, float],
     base: EfficiencyParams,
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Gauss-Newton rounds on the linearised engine; returns values and standard errors."""
+    """Gauss-Newton rounds on the linearised engine; returns values and standard errors.
+
+    Overheads enter each target as sensitivity × (L·layer + step + B·sequence), so their
+    Jacobian columns are exact; other parameters (admission wait) use finite differences.
+    """
     current = dict(values)
     se: dict[str, float] = {}
-    for _ in range(ROUNDS):
-        p0 = predictor.predict(current, base)
+    rounds = ROUNDS if predictor.serving.any() else 2
+    for _ in range(rounds):
+        p0, g = predictor.predict_with_sensitivity(current, base)
         jac = np.empty((p0.size, len(names)))
         for j, name in enumerate(names):
-            h = _step(name, current[name])
-            high = BOUNDS[name][1]
-            sign = 1.0 if current[name] + h <= high else -1.0
-            shifted = {**current, name: current[name] + sign * h}
-            jac[:, j] = (predictor.predict(shifted, base) - p0) / (sign * h)
+            if name == "layer_overhead_us":
+                jac[:, j] = g * predictor.layers
+            elif name == "step_overhead_us":
+                jac[:, j] = g
+            elif name == "sequence_overhead_us":
+                jac[:, j] = g * predictor.batch
+            else:
+                h = _step(name, current[name])
+                sign = 1.0 if current[name] + h <= BOUNDS[name][1] else -1.0
+                shifted = {**current, name: current[name] + sign * h}
+                jac[:, j] = (predictor.predict(shifted, base) - p0) / (sign * h)
         x0 = np.array([current[n] for n in names])
         measured = predictor.measured
 
@@ -192,6 +259,33 @@ def _fit(
         if moved < 1e-3:
             break
     return current, se
+
+
+@dataclass(frozen=True)
+class RunPredictions:
+    """Predicted and measured values of every metric of some runs (one entry per target)."""
+
+    run: NDArray[np.intp]  # index of the run in the input
+    metric: NDArray[np.str_]  # "static.latency_ms", "serving.ttft_ms", ...
+    predicted: NDArray[np.float64]
+    measured: NDArray[np.float64]
+
+
+def predict_runs(
+    runs: Sequence[Run],
+    accelerator: Accelerator,
+    models: Mapping[str, ModelShape],
+    values: Mapping[str, float],
+    base: EfficiencyParams,
+) -> RunPredictions:
+    """Predict every measured metric of ``runs`` with profile ``values`` on ``accelerator``."""
+    predictor = _Predictor(runs, accelerator, models)
+    return RunPredictions(
+        run=np.array([t.run for t in predictor.targets], dtype=np.intp),
+        metric=np.array([t.metric for t in predictor.targets], dtype=str),
+        predicted=predictor.predict(values, base),
+        measured=predictor.measured,
+    )
 
 
 def free_names(runs: Sequence[Run]) -> tuple[str, ...]:

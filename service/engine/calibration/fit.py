@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from service.engine.calibration import end_to_end as e2e
+from service.engine.calibration.end_to_end import RunPredictions
 from service.engine.calibration.intervals import (
     FeatureRange,
     Interval,
@@ -99,10 +101,11 @@ class CalibrationResult:
         tp: int = 1,
         kv_dtype: str = "bf16",
         prefill_tokens: float | None = None,
+        batch_size: float | None = None,
     ) -> EfficiencyParams:
-        """EfficiencyParams to run the engine with, for one precision (and model/TP/prompt)."""
+        """EfficiencyParams to run the engine with, for one precision (and model/TP/prompt/B)."""
         return params_for(
-            self.values, self.base, compute_dtype, model, tp, kv_dtype, prefill_tokens
+            self.values, self.base, compute_dtype, model, tp, kv_dtype, prefill_tokens, batch_size
         )
 
     def transfer_to(self, accelerator: Accelerator) -> CalibrationResult:
@@ -114,6 +117,15 @@ class CalibrationResult:
             accelerator=accelerator.id,
             transferred_from=self.transferred_from or self.accelerator,
         )
+
+    def predict(
+        self,
+        runs: Sequence[StaticMeasurement | ServingMeasurement],
+        accelerator: Accelerator,
+        models: Mapping[str, ModelShape],
+    ) -> RunPredictions:
+        """Predict the measured metrics of end-to-end runs on ``accelerator`` with this profile."""
+        return e2e.predict_runs(runs, accelerator, models, self.values, self.base)
 
     def quantiles(self, metric: str) -> ResidualQuantiles:
         """Held-out residual quantiles of ``metric`` (e.g. ``serving.tpot_ms``)."""
@@ -284,8 +296,6 @@ def fit(
         warnings.append(f"model {missing!r} is not in the catalog; its runs were skipped")
     ranges: dict[str, FeatureRange] = {}
     if known:
-        from service.engine.calibration import end_to_end as e2e  # needs the engine's estimate
-
         kernel_values = dict(values)
         values, se, e2e_quality, e2e_residuals = e2e.fit_end_to_end(
             known,
@@ -316,5 +326,3 @@ def fit(
 def engine_params_of(result: CalibrationResult) -> EfficiencyParams:
     """The engine-named subset of a result as EfficiencyParams."""
     return engine_params(result.values, result.base)
-
-

@@ -14,6 +14,10 @@ Attention likewise: FA3 decode streams an fp8 KV cache at a lower fraction of HB
 than a bf16 one (``kv_bandwidth_efficiency_{g}`` by KV dtype group), and causal prefill reaches
 a compute fraction that grows with the prompt: × T / (T + ``attention_seq_half_efficiency``).
 
+End-to-end runs add ``sequence_overhead_us``: host work per running sequence per step
+(scheduling, sampling, detokenisation), which the engine's per-step overhead lacks; for a batch
+of B it is applied as ``step_overhead_us + B · sequence_overhead_us``.
+
 They are applied as a transformation of EfficiencyParams: for one kernel shape, or for a whole
 model (the FLOP-weighted harmonic mean of the width factor over the model's GEMMs at its TP,
 and the prompt length for attention).
@@ -65,6 +69,7 @@ EXTRA_BOUNDS: Mapping[str, tuple[float, float]] = {
         for g in GEMM_GROUPS
     },
     "attention_seq_half_efficiency": (0.0, 65536.0),
+    "sequence_overhead_us": (0.0, 1000.0),
 }
 BOUNDS: Mapping[str, tuple[float, float]] = {**PARAMETER_BOUNDS, **EXTRA_BOUNDS}
 
@@ -79,6 +84,7 @@ def initial_values(base: EfficiencyParams) -> dict[str, float]:
         values[f"gemm_kernel_latency_us_{g}"] = base.kernel_latency_us
         values[f"kv_bandwidth_efficiency_{g}"] = base.kv_bandwidth_efficiency
     values["attention_seq_half_efficiency"] = 0.0
+    values["sequence_overhead_us"] = 0.0
     return values
 
 
@@ -160,8 +166,9 @@ def params_for(
     tp: int = 1,
     kv_dtype: str = "bf16",
     prefill_tokens: float | None = None,
+    batch_size: float | None = None,
 ) -> EfficiencyParams:
-    """EfficiencyParams to run the engine with for one precision (and model/TP/prompt if known)."""
+    """EfficiencyParams to run the engine with for one precision (and model/TP/prompt/batch)."""
     g = gemm_group(compute_dtype)
     factor = (
         model_width_factor(model, tp, values[f"gemm_cols_half_efficiency_{g}"])
@@ -169,4 +176,8 @@ def params_for(
         else 1.0
     )
     gemm = gemm_params(values, base, compute_dtype, factor)
-    return attention_params(values, base, kv_dtype, prefill_tokens, gemm)
+    out = attention_params(values, base, kv_dtype, prefill_tokens, gemm)
+    if batch_size is not None and values.get("sequence_overhead_us", 0.0):
+        step = values["step_overhead_us"] + batch_size * values["sequence_overhead_us"]
+        out = out.replace(step_overhead_us=min(step, BOUNDS["step_overhead_us"][1]))
+    return out

@@ -1,0 +1,399 @@
+"""Calibration accuracy on held-out measured data: uncalibrated vs calibrated, side by side.
+
+Run: ``.venv/bin/python benchmarks/accuracy.py`` (a few minutes on 2 cores). Writes
+``benchmarks/results/accuracy.md``. Only ``/work/shared/benchmarks`` data is used, and every
+calibrated number is measured on data left out of the fit that produced it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration_data import (
+    accelerators,
+    argonne_static,
+    kernel_measurements,
+    models,
+    serving_runs,
+)
+
+from service.engine.calibration.end_to_end import RunPredictions, predict_runs
+from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.kernel_models import KernelBatch
+from service.engine.calibration.measurements import (
+    GemmMeasurement,
+    Measurement,
+    ServingMeasurement,
+    StaticMeasurement,
+)
+from service.engine.calibration.profile import initial_values
+from service.engine.calibration.quality import ErrorStats, error_stats
+from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.hardware import Accelerator
+from service.engine.shapes import ModelShape
+
+RESULT = Path(__file__).resolve().parent / "results" / "accuracy.md"
+PRIOR = initial_values(DEFAULT_EFFICIENCY)
+Run = StaticMeasurement | ServingMeasurement
+
+lines: list[str] = []
+
+
+def out(text: str = "") -> None:
+    """Print a line and keep it for the result file."""
+    print(text, flush=True)
+    lines.append(text)
+
+
+def fmt(s: ErrorStats) -> str:
+    """MdAPE / MAPE cell."""
+    if s.n == 0:
+        return "–"
+    return f"{s.mdape_pct:5.1f} / {s.mape_pct:5.1f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Emit a markdown table."""
+    out("| " + " | ".join(header) + " |")
+    out("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        out("| " + " | ".join(row) + " |")
+    out()
+
+
+class Coverage:
+    """Accumulates 80%-interval coverage of held-out predictions per label."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, list[bool]] = {}
+
+    def add(
+        self, label: str, result: CalibrationResult, pred: RunPredictions, *, transferred: bool
+    ) -> None:
+        """Score held-out predictions against the profile's intervals for each metric."""
+        profile = result if not transferred else replace(result, transferred_from="h100-sxm")
+        for metric in np.unique(pred.metric):
+            mask = pred.metric == metric
+            band = profile.interval(str(metric), pred.predicted[mask])
+            inside = (pred.measured[mask] >= band.low) & (pred.measured[mask] <= band.high)
+            self.hits.setdefault(f"{label} {metric}", []).extend(inside.tolist())
+
+    def rows(self) -> list[list[str]]:
+        """Table rows: label, n, coverage."""
+        return [[k, str(len(v)), f"{100 * np.mean(v):.0f}%"] for k, v in self.hits.items()]
+
+
+COVERAGE = Coverage()
+
+
+# --------------------------------------------------------------------------------------------
+def gemm_section(h100: Accelerator) -> None:
+    """GEMM table: fit on half the (n, k) shapes, test on the other half."""
+    gemms = [m for m in kernel_measurements(("gemm.csv",)) if isinstance(m, GemmMeasurement)]
+    shapes = sorted({(m.n, m.k) for m in gemms})
+    order = np.random.default_rng(0).permutation(len(shapes))
+    train_shapes = {shapes[i] for i in order[: len(shapes) // 2]}
+    train: list[Measurement] = [m for m in gemms if (m.n, m.k) in train_shapes]
+    test = [m for m in gemms if (m.n, m.k) not in train_shapes]
+    result = fit(train, h100, {}, cross_validate=False)
+    out("## 1. H100 GEMM table — fit on half the (n, k) shapes, test on the other half")
+    out()
+    out(
+        f"{len(train)} training rows ({len(train_shapes)} weight shapes), {len(test)} test rows "
+        f"({len(shapes) - len(train_shapes)} unseen weight shapes; every m from 1 to 16384). "
+        "Cells: MdAPE / MAPE in %. Target: calibrated MdAPE ≤ 10%."
+    )
+    out()
+    rows = []
+    for dtype in ("bf16", "fp8", "all"):
+        sel = [m for m in test if dtype in ("all", m.dtype)]
+        batch = KernelBatch(sel)
+        before = error_stats(batch.predict_ms(h100, PRIOR, DEFAULT_EFFICIENCY), batch.measured_ms)
+        after = error_stats(batch.predict_ms(h100, result.values, result.base), batch.measured_ms)
+        rows.append([dtype, str(before.n), fmt(before), fmt(after)])
+    table(["dtype", "n test", "uncalibrated", "calibrated (held-out shapes)"], rows)
+    fitted = {k: v for k, v in result.parameters.items() if k.startswith("gemm_")}
+    out(
+        "Fitted GEMM parameters (training half): "
+        + ", ".join(f"`{k}`={v:.3g}" for k, v in fitted.items())
+    )
+    out()
+
+
+def kernel_cv_section(h100: Accelerator) -> None:
+    """Attention and NCCL tables: 5-fold held-out error from the fit's own cross-validation."""
+    data = kernel_measurements(("decode_attention.csv", "prefill_attention.csv", "nccl.csv"))
+    result = fit(data, h100, {}, cross_validate=True)
+    out("## 2. Other H100 kernel tables — 5-fold cross-validation")
+    out()
+    rows = []
+    for key, q in result.quality.items():
+        assert q.held_out is not None
+        rows.append([key, str(q.before.n), fmt(q.before), fmt(q.after), fmt(q.held_out)])
+    table(["kernel", "n", "uncalibrated", "calibrated (in-sample)", "calibrated (held-out)"], rows)
+
+
+# --------------------------------------------------------------------------------------------
+def _heldout_rows(
+    folds: Sequence[tuple[str, Sequence[Run], Sequence[Run]]],
+    accelerator: Accelerator,
+    shapes: dict[str, ModelShape],
+    kernels: list[Measurement],
+    metrics: Sequence[str],
+    coverage_label: str,
+) -> tuple[list[list[str]], dict[str, tuple[list[float], list[float], list[float]]]]:
+    """Fit on each fold's training runs (+ kernels), predict its held-out runs."""
+    rows: list[list[str]] = []
+    pooled: dict[str, tuple[list[float], list[float], list[float]]] = {
+        m: ([], [], []) for m in metrics
+    }
+    for name, train, test in folds:
+        result = fit([*kernels, *train], accelerator, shapes, cross_validate=True)
+        calibrated = predict_runs(test, accelerator, shapes, result.values, result.base)
+        uncalibrated = predict_runs(test, accelerator, shapes, PRIOR, DEFAULT_EFFICIENCY)
+        COVERAGE.add(coverage_label, result, calibrated, transferred=False)
+        row = [name, str(len(test))]
+        for metric in metrics:
+            mask = calibrated.metric == metric
+            before = error_stats(uncalibrated.predicted[mask], uncalibrated.measured[mask])
+            after = error_stats(calibrated.predicted[mask], calibrated.measured[mask])
+            row += [fmt(before), fmt(after)]
+            pooled[metric][0].extend(uncalibrated.predicted[mask].tolist())
+            pooled[metric][1].extend(calibrated.predicted[mask].tolist())
+            pooled[metric][2].extend(calibrated.measured[mask].tolist())
+        rows.append(row)
+    return rows, pooled
+
+
+def _pooled_row(
+    name: str, pooled: dict[str, tuple[list[float], list[float], list[float]]]
+) -> list[str]:
+    n = len(next(iter(pooled.values()))[2])
+    row = [f"**{name}**", str(n)]
+    for before, after, measured in pooled.values():
+        row += [
+            f"**{fmt(error_stats(before, measured))}**",
+            f"**{fmt(error_stats(after, measured))}**",
+        ]
+    return row
+
+
+def static_section(
+    h100: Accelerator, shapes: dict[str, ModelShape], aliases: dict[str, str]
+) -> None:
+    """Argonne static batches on H100: leave one model out, per engine."""
+    runs, skipped = argonne_static("h100-sxm", aliases)
+    kernels = kernel_measurements()
+    out("## 3. Static batches on H100 (Argonne vLLM and TensorRT-LLM, fp16) — leave one model out")
+    out()
+    out(
+        "Whole-batch latency (prefill of B·L tokens + L decode steps, input = output = L). "
+        "Each engine gets its own profile: the H100 kernel tables plus the static runs of the "
+        "other models of that engine; the held-out model's runs are predicted. Cells: MdAPE / "
+        "MAPE in %. Target: calibrated MdAPE ≤ 12%. The uncalibrated column (spec-sheet roofline, "
+        "`DEFAULT_EFFICIENCY`) is issue 3's baseline."
+    )
+    out()
+    out(
+        "Model names map to catalog ids through each catalog model's `hf_repo`. Not in the "
+        "catalog, hence left out of fit and test: " + ", ".join(f"`{s}`" for s in skipped) + ". "
+        "(Qwen2-7B/72B share most of Qwen2.5's shape, but the catalog does not state that, so "
+        "they are not substituted.) llama.cpp rows are excluded (other Throughput semantics)."
+    )
+    out()
+    rows: list[list[str]] = []
+    for backend in ("vllm", "trtllm"):
+        mine = [r for r in runs if r.backend == backend]
+        names = sorted({r.model for r in mine})
+        folds = [
+            (
+                f"{backend} · {name}",
+                [r for r in mine if r.model != name],
+                [r for r in mine if r.model == name],
+            )
+            for name in names
+        ]
+        got, pooled = _heldout_rows(
+            folds, h100, shapes, kernels, ["static.latency_ms"], f"static {backend}"
+        )
+        rows += got
+        rows.append(_pooled_row(f"{backend} · all held-out", pooled))
+    table(["engine · held-out model", "runs", "uncalibrated", "calibrated"], rows)
+
+
+def serving_section(
+    h100: Accelerator, shapes: dict[str, ModelShape], aliases: dict[str, str]
+) -> None:
+    """Qwen3-32B serving on H100: hold out each (backend, tp) group."""
+    runs = serving_runs(aliases)
+    kernels = kernel_measurements()
+    out("## 4. Serving Qwen3-32B on H100 — hold out each (backend, tp) group")
+    out()
+    out(
+        "Each backend gets its own profile: kernel tables plus that backend's runs at the other "
+        "tensor-parallel sizes; the held-out group is predicted. Cells: MdAPE / MAPE in %. "
+        "Targets: TPOT MdAPE ≤ 10%, TTFT MdAPE ≤ 25%."
+    )
+    out()
+    rows: list[list[str]] = []
+    for backend in ("vllm", "sglang", "trtllm"):
+        mine = [r for r in runs if r.backend == backend]
+        tps = sorted({r.tp for r in mine})
+        folds = [
+            (
+                f"{backend} · tp{tp}",
+                [r for r in mine if r.tp != tp],
+                [r for r in mine if r.tp == tp],
+            )
+            for tp in tps
+        ]
+        got, pooled = _heldout_rows(
+            folds,
+            h100,
+            shapes,
+            kernels,
+            ["serving.ttft_ms", "serving.tpot_ms"],
+            f"serving {backend}",
+        )
+        rows += got
+        rows.append(_pooled_row(f"{backend} · all held-out", pooled))
+    table(
+        ["backend · held-out tp", "runs", "TTFT uncal.", "TTFT cal.", "TPOT uncal.", "TPOT cal."],
+        rows,
+    )
+
+
+def transfer_section(
+    accs: dict[str, Accelerator], shapes: dict[str, ModelShape], aliases: dict[str, str]
+) -> None:
+    """Fit on H100 (kernels + every H100 static run of the engine), predict A100 and GH200."""
+    h100 = accs["h100-sxm"]
+    kernels = kernel_measurements()
+    h100_runs, _ = argonne_static("h100-sxm", aliases)
+    out("## 5. Transfer — fit on H100, predict A100 and GH200 static batches")
+    out()
+    out(
+        "Profile per engine from the H100 kernel tables and all H100 static runs of that engine, "
+        "applied unchanged to the target's spec sheet (`transferred_from = h100-sxm`). The "
+        "Argonne files do not state the A100 memory size, so both A100 SXM4 variants are shown; "
+        "GH200 uses the catalog's HBM3e figures. Target: calibrated MdAPE ≤ 20%."
+    )
+    out()
+    rows: list[list[str]] = []
+    for backend in ("vllm", "trtllm"):
+        train = [r for r in h100_runs if r.backend == backend]
+        result = fit([*kernels, *train], h100, shapes, cross_validate=True)
+        for label, target in (
+            ("a100-sxm", "a100-sxm-80gb"),
+            ("a100-sxm", "a100-sxm-40gb"),
+            ("gh200", "gh200"),
+        ):
+            runs, _ = argonne_static(label, aliases)
+            mine = [r for r in runs if r.backend == backend]
+            if not mine:
+                continue
+            acc = accs[target]
+            moved = result.transfer_to(acc)
+            calibrated = moved.predict(mine, acc, shapes)
+            uncalibrated = predict_runs(mine, acc, shapes, PRIOR, DEFAULT_EFFICIENCY)
+            COVERAGE.add(f"transfer {backend} → {target}", moved, calibrated, transferred=True)
+            rows.append(
+                [
+                    f"{backend} → {target}",
+                    str(len(mine)),
+                    ", ".join(sorted({r.model for r in mine})),
+                    fmt(error_stats(uncalibrated.predicted, uncalibrated.measured)),
+                    fmt(error_stats(calibrated.predicted, calibrated.measured)),
+                ]
+            )
+    table(
+        ["engine → accelerator", "runs", "models", "uncalibrated", "calibrated (transferred)"], rows
+    )
+
+
+def coverage_section() -> None:
+    """Coverage of the 80% intervals on every held-out prediction above."""
+    out("## 6. Coverage of the 80% prediction intervals on held-out data")
+    out()
+    out(
+        "Intervals come from each training fit's own cross-validated residuals (nested: the "
+        "held-out group never enters them), widened for transfer as documented in "
+        "`service/engine/calibration/intervals.py`. Target: 70–90%."
+    )
+    out()
+    table(["held-out set · metric", "n", "coverage"], COVERAGE.rows())
+
+
+def timing_section(
+    accs: dict[str, Accelerator], shapes: dict[str, ModelShape], aliases: dict[str, str]
+) -> None:
+    """Wall time of one fit on 10,000 measurements (kernels + static + serving)."""
+    h100 = accs["h100-sxm"]
+    data: list[Measurement] = kernel_measurements()
+    static, _ = argonne_static("h100-sxm", aliases)
+    data += [r for r in static if r.backend == "vllm"]
+    data += [r for r in serving_runs(aliases) if r.backend == "vllm"]
+    gemms = [m for m in data if isinstance(m, GemmMeasurement)]
+    data += gemms[: 10_000 - len(data)]
+    out("## 7. Fit time for 10,000 measurements")
+    out()
+    rows = []
+    for cv in (False, True):
+        best = float("inf")
+        for _ in range(3 if not cv else 1):
+            start = time.perf_counter()
+            fit(data, h100, shapes, cross_validate=cv)
+            best = min(best, time.perf_counter() - start)
+        kinds: dict[str, int] = {}
+        for m in data:
+            kinds[m.kind] = kinds.get(m.kind, 0) + 1
+        rows.append(
+            [
+                str(len(data)),
+                ", ".join(f"{k} {v}" for k, v in kinds.items()),
+                "yes" if cv else "no",
+                f"{best:.2f} s",
+            ]
+        )
+    table(["measurements", "by kind", "cross-validation", "wall time"], rows)
+    out("Target: < 5 s for the fit itself (cross-validation off; it refits every fold).")
+    out()
+
+
+def main() -> None:
+    """Run every section and write the result file."""
+    started = time.perf_counter()
+    accs = accelerators()
+    shapes, aliases = models()
+    h100 = accs["h100-sxm"]
+    out("# Calibration accuracy (held-out data only)")
+    out()
+    out(
+        "Generated by `benchmarks/accuracy.py` from `/work/shared/benchmarks` (see its "
+        "SOURCES.md). Uncalibrated = spec-sheet roofline with `DEFAULT_EFFICIENCY`; calibrated "
+        "= the profile fitted by `service.engine.calibration.fit` on data that excludes the "
+        "test rows. APE = |predicted / measured − 1|."
+    )
+    out()
+    gemm_section(h100)
+    kernel_cv_section(h100)
+    static_section(h100, shapes, aliases)
+    serving_section(h100, shapes, aliases)
+    transfer_section(accs, shapes, aliases)
+    coverage_section()
+    timing_section(accs, shapes, aliases)
+    out(f"Total benchmark time: {time.perf_counter() - started:.0f} s.")
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
