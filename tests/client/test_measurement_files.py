@@ -1,0 +1,106 @@
+"""Benchmark files become API measurement objects that the server's parser reads back unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.client import measurement_files
+from service.client.measurement_files import (
+    calibration_from_file,
+    read_measurement_file,
+)
+from service.engine.calibration.measurements import MeasurementError
+from service.engine.calibration.parsers import parse_csv, parse_measurement_dicts
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
+CSV_FILES = sorted(BENCHMARKS.glob("*.csv"))
+VLLM_RESULT = {
+    "backend": "vllm",
+    "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+    "num_prompts": 200,
+    "max_concurrency": 32,
+    "completed": 200,
+    "total_input_tokens": 204800,
+    "total_output_tokens": 25600,
+    "mean_ttft_ms": 180.5,
+    "mean_tpot_ms": 12.25,
+}
+
+
+def strip_accelerator(items: tuple[object, ...]) -> list[object]:
+    """Measurements without their accelerator name (the API carries it once per profile)."""
+    out = []
+    for m in items:
+        fields = {k: getattr(m, k) for k in m.__slots__}  # type: ignore[attr-defined]
+        fields.pop("accelerator", None)
+        out.append(fields)
+    return out
+
+
+@pytest.mark.parametrize("path", CSV_FILES, ids=lambda p: p.name)
+def test_csv_round_trips_through_the_api_shape(path: Path) -> None:
+    read = read_measurement_file(path)
+    direct = parse_csv(path.read_text())
+    assert read.format == direct.format
+    back = parse_measurement_dicts(read.measurements)
+    assert strip_accelerator(back.measurements) == strip_accelerator(direct.measurements)
+    assert not back.warnings  # only fields the API knows were written
+
+
+def test_chunked_parsing_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = BENCHMARKS / "h100_gemm_subset.csv"
+    whole = read_measurement_file(path)
+    monkeypatch.setattr(measurement_files, "CHUNK_ROWS", 7)
+    seen: list[tuple[int, int]] = []
+    chunked = read_measurement_file(path, progress=lambda done, total: seen.append((done, total)))
+    assert chunked.measurements == whole.measurements
+    total = len(whole.measurements)
+    assert seen[-1] == (total, total) and len(seen) == -(-total // 7)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_errors_name_the_row_of_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = (BENCHMARKS / "h100_gemm_subset.csv").read_text().splitlines()
+    cells = lines[12].split(",")
+    cells[-1] = "fast"
+    lines[12] = ",".join(cells)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(measurement_files, "CHUNK_ROWS", 5)
+    with pytest.raises(MeasurementError) as info:
+        read_measurement_file(bad)
+    assert info.value.row == 12 and info.value.field == "latency_ms"
+
+
+def test_rows_of_other_accelerators_are_skipped() -> None:
+    path = BENCHMARKS / "argonne_ttft.csv"
+    everything = read_measurement_file(path)
+    h100 = read_measurement_file(path, accelerator="h100-sxm")
+    assert 0 < len(h100.measurements) < len(everything.measurements)
+    skipped = len(everything.measurements) - len(h100.measurements)
+    assert f"{skipped} rows measured on other accelerators skipped" in h100.warnings
+
+
+@pytest.mark.parametrize("layout", ["object", "list", "lines"])
+def test_vllm_bench_json_layouts(tmp_path: Path, layout: str) -> None:
+    second = {**VLLM_RESULT, "max_concurrency": 64, "mean_tpot_ms": 20.0}
+    text = {
+        "object": json.dumps(VLLM_RESULT),
+        "list": json.dumps([VLLM_RESULT, second]),
+        "lines": json.dumps(VLLM_RESULT) + "\n" + json.dumps(second) + "\n",
+    }[layout]
+    path = tmp_path / "bench.json"
+    path.write_text(text)
+    body = calibration_from_file(path, "h100-sxm", tp=2)
+    first = body["measurements"][0]
+    assert body["accelerator"] == "h100-sxm" and body["backend"] == "vllm"
+    assert first["kind"] == "serving" and first["concurrency"] == 32
+    assert first["input_tokens"] == 1024 and first["output_tokens"] == 128
+    assert first["parallelism"] == {"tp": 2, "pp": 1}
+    assert first["model"] == "llama-3.1-8b"
+    assert len(body["measurements"]) == (1 if layout == "object" else 2)
