@@ -1,0 +1,255 @@
+"""/v1/charts: roofline, sweep and frontier charts as SVG, PNG or a Vega-Lite specification."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from service.api.deps import ReadAccess, SessionDep
+from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
+from service.api.schemas.common import Dtype
+from service.charts.frontier import frontier_chart
+from service.charts.render import MEDIA_TYPES, ChartFormat, render
+from service.charts.roofline import roofline_chart
+from service.charts.sources import frontier_data, roofline_data, sweep_data
+from service.charts.style import to_spec
+from service.charts.sweep import sweep_chart
+from service.engine.errors import (
+    EngineError,
+    InvalidLayoutError,
+    InvalidShapeError,
+    UnsupportedDtypeError,
+)
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.workloads import WORKLOADS, Workload
+from service.services.errors import FieldError
+from service.services.estimates import AnalysisService, AnalysisTarget
+
+router = APIRouter(prefix="/v1/charts", tags=["charts"])
+
+MAX_ROOFLINE_BATCHES = 8
+MAX_SWEEP_POINTS = 64
+MAX_FRONTIER_ACCELERATORS = 8
+DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
+DEFAULT_FRONTIER_ACCELERATORS = "h100-sxm,h200-sxm,mi300x"
+
+Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
+Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
+Degree = Annotated[int, Query(ge=1, le=1024)]
+CHART_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {media: {} for media in MEDIA_TYPES.values()},
+        "description": "The chart as SVG, PNG or a Vega-Lite specification.",
+    },
+    404: {"description": "Unknown model or accelerator (problem+json)."},
+    422: {"description": "Invalid query parameter (problem+json naming it)."},
+}
+
+
+def get_analysis(session: SessionDep) -> AnalysisService:
+    """Return the analysis service bound to this request's session."""
+    return AnalysisService(session)
+
+
+AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
+
+
+def parse_int_list(field: str, raw: str, *, low: int, high: int, most: int) -> list[int]:
+    """Parse ``"1,64,512"`` into distinct ascending ints within [low, high]; FieldError if not."""
+    try:
+        values = sorted({int(part) for part in raw.split(",") if part.strip()})
+    except ValueError as exc:
+        raise FieldError(field, f"expected comma-separated integers, got {raw!r}") from exc
+    if not values:
+        raise FieldError(field, "give at least one value")
+    if len(values) > most:
+        raise FieldError(field, f"at most {most} values")
+    if values[0] < low or values[-1] > high:
+        raise FieldError(field, f"values must lie within {low}..{high}")
+    return values
+
+
+def parse_slug_list(field: str, raw: str, *, most: int) -> list[str]:
+    """Parse ``"a,b"`` into distinct ids in their given order; FieldError when empty or too long."""
+    ids = list(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    if not ids or len(ids) > most:
+        raise FieldError(field, f"give 1 to {most} comma-separated ids")
+    return ids
+
+
+def chart_response(spec: dict[str, Any], fmt: ChartFormat) -> Response:
+    """Render the specification in the requested format with its media type."""
+    return Response(
+        render(spec, fmt),
+        media_type=MEDIA_TYPES[fmt],
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+def _engine_field_error(exc: EngineError) -> FieldError:
+    """Name the query parameter an engine error is about (tp/pp/ep, precision, model)."""
+    field = "query"
+    if isinstance(exc, InvalidLayoutError):
+        match = re.match(r"^(tp|pp|ep)\b", str(exc))
+        field = match.group(1) if match else "tp"
+    elif isinstance(exc, UnsupportedDtypeError):
+        field = "precision"
+    elif isinstance(exc, InvalidShapeError):
+        field = "model"
+    return FieldError(field, str(exc))
+
+
+def _target(
+    model: str,
+    accelerator: str,
+    weights: str,
+    activations: str,
+    kv_cache: str,
+    tp: int,
+    pp: int,
+    ep: int,
+    calibration: str,
+    backend: str | None,
+) -> AnalysisTarget:
+    return AnalysisTarget(
+        model=model,
+        accelerator=accelerator,
+        precision=Precision(weights=weights, activations=activations, kv_cache=kv_cache),
+        parallelism=Parallelism(tp=tp, pp=pp, ep=ep),
+        backend=backend,
+        calibration=calibration,
+    )
+
+
+@router.get("/roofline", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+def roofline(
+    analysis: AnalysisDep,
+    accelerator: Slug,
+    model: Slug,
+    batch_sizes: Annotated[str, Query(max_length=200)] = "1,64,512",
+    phase: Literal["prefill", "decode", "both"] = "decode",
+    context_tokens: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_TOKENS,
+            description="Prefill: prompt tokens per sequence; decode: tokens already cached.",
+        ),
+    ] = 2048,
+    weights: Dtype = "bf16",
+    activations: ActivationDtype = "bf16",
+    kv_cache: Dtype = "bf16",
+    tp: Degree = 1,
+    pp: Degree = 1,
+    ep: Degree = 1,
+    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
+    backend: Annotated[str | None, Query(max_length=50)] = None,
+    fmt: Format = "svg",
+) -> Response:
+    """Draw the accelerator's roofline with the model's operators at the chosen batch sizes."""
+    batches = parse_int_list(
+        "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_ROOFLINE_BATCHES
+    )
+    target = _target(
+        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+    )
+    phases = ("prefill", "decode") if phase == "both" else (phase,)
+    try:
+        data = roofline_data(
+            analysis, target, phases=phases, batch_sizes=batches, context_tokens=context_tokens
+        )
+    except EngineError as exc:
+        raise _engine_field_error(exc) from exc
+    return chart_response(to_spec(roofline_chart(data)), fmt)
+
+
+@router.get("/sweep", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+def sweep(
+    analysis: AnalysisDep,
+    accelerator: Slug,
+    model: Slug,
+    input_tokens: Tokens = 1024,
+    output_tokens: Tokens = 256,
+    mode: Literal["static", "serving"] = "serving",
+    batch_sizes: Annotated[str, Query(max_length=400)] = DEFAULT_SWEEP_BATCHES,
+    weights: Dtype = "bf16",
+    activations: ActivationDtype = "bf16",
+    kv_cache: Dtype = "bf16",
+    tp: Degree = 1,
+    pp: Degree = 1,
+    ep: Degree = 1,
+    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
+    backend: Annotated[str | None, Query(max_length=50)] = None,
+    fmt: Format = "svg",
+) -> Response:
+    """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked."""
+    batches = parse_int_list(
+        "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_SWEEP_POINTS
+    )
+    target = _target(
+        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+    )
+    try:
+        data = sweep_data(
+            analysis,
+            target,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            batch_sizes=batches,
+            mode=mode,
+        )
+    except EngineError as exc:
+        raise _engine_field_error(exc) from exc
+    return chart_response(to_spec(sweep_chart(data)), fmt)
+
+
+@router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+def frontier(
+    analysis: AnalysisDep,
+    models: Annotated[str, Query(min_length=1, max_length=100, description="One model id.")],
+    accelerators: Annotated[str, Query(max_length=400)] = DEFAULT_FRONTIER_ACCELERATORS,
+    workload: Annotated[str | None, Query(max_length=50)] = None,
+    input_tokens: Annotated[int | None, Query(ge=1, le=MAX_TOKENS)] = None,
+    output_tokens: Annotated[int | None, Query(ge=1, le=MAX_TOKENS)] = None,
+    ttft_ms_max: Annotated[float | None, Query(gt=0)] = None,
+    tpot_ms_max: Annotated[float | None, Query(gt=0)] = None,
+    weights: Dtype = "bf16",
+    activations: ActivationDtype = "bf16",
+    kv_cache: Dtype = "bf16",
+    max_gpus_per_replica: Annotated[int, Query(ge=1, le=64)] = 8,
+    fmt: Format = "svg",
+) -> Response:
+    """Draw tokens/s per user against tokens/s per GPU on each accelerator's frontier."""
+    model_ids = parse_slug_list("models", models, most=1)
+    accelerator_ids = parse_slug_list("accelerators", accelerators, most=MAX_FRONTIER_ACCELERATORS)
+    preset = _workload(workload)
+    try:
+        data = frontier_data(
+            analysis.catalog,
+            model_id=model_ids[0],
+            accelerator_ids=accelerator_ids,
+            input_tokens=input_tokens or (preset.input_tokens if preset else 1024),
+            output_tokens=output_tokens or (preset.output_tokens if preset else 256),
+            precisions=[Precision(weights=weights, activations=activations, kv_cache=kv_cache)],
+            max_gpus_per_replica=max_gpus_per_replica,
+            ttft_ms_max=ttft_ms_max or (preset.ttft_ms_max if preset else None),
+            tpot_ms_max=tpot_ms_max or (preset.tpot_ms_max if preset else None),
+        )
+    except EngineError as exc:
+        raise _engine_field_error(exc) from exc
+    return chart_response(to_spec(frontier_chart(data)), fmt)
+
+
+def _workload(workload_id: str | None) -> Workload | None:
+    """Return the named workload preset; FieldError for an unknown name."""
+    if workload_id is None:
+        return None
+    if workload_id not in WORKLOADS:
+        raise FieldError(
+            "workload", f"unknown workload {workload_id!r}; one of {', '.join(WORKLOADS)}"
+        )
+    return WORKLOADS[workload_id]

@@ -1,0 +1,64 @@
+"""Per accelerator, the plan frontier: tokens/s per user against tokens/s per GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+from service.charts.sources import FrontierData
+from service.charts.style import inline
+
+WIDTH, HEIGHT = 560, 380
+
+
+def frontier_rows(data: FrontierData) -> list[dict[str, Any]]:
+    """Flatten the frontier into one row per (accelerator, configuration)."""
+    return [
+        {**point, "accelerator": accelerator}
+        for accelerator, points in data.frontier.items()
+        for point in points
+    ]
+
+
+def frontier_chart(data: FrontierData) -> alt.LayerChart:
+    """Build the frontier chart; one line per accelerator, best configurations only."""
+    rows = frontier_rows(data)
+    x = alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user")
+    y = alt.Y(
+        "output_tokens_per_s_per_gpu:Q",
+        scale=alt.Scale(type="log"),
+        title="output tokens/s per GPU",
+    )
+    color = alt.Color("accelerator:N", title="accelerator")
+    tooltip = [
+        alt.Tooltip("accelerator:N"),
+        alt.Tooltip("tp:Q"),
+        alt.Tooltip("precision:N"),
+        alt.Tooltip("concurrency:Q"),
+        alt.Tooltip("tokens_per_s_per_user:Q", format=",.1f"),
+        alt.Tooltip("output_tokens_per_s_per_gpu:Q", format=",.1f"),
+    ]
+    missing = [a for a, points in data.frontier.items() if not points]
+    subtitle = (
+        f"no configuration meets the targets on: {', '.join(missing)}"
+        if missing
+        else "each point is a layout and concurrency no other beats on both axes"
+    )
+    layers: list[alt.Chart] = [
+        alt.Chart(inline(rows))
+        .mark_line(point=alt.OverlayMarkDef(filled=True, size=50))
+        .encode(x=x, y=y, color=color, order="tokens_per_s_per_user:Q", tooltip=tooltip)
+    ]
+    if not rows:
+        layers = [
+            alt.Chart(inline([{"text": "no configuration meets the targets"}]))
+            .mark_text(fontSize=14)
+            .encode(text="text:N")
+        ]
+    return alt.LayerChart(
+        layer=layers,
+        width=WIDTH,
+        height=HEIGHT,
+        title=alt.Title(f"Throughput frontier: {data.model_id}", subtitle=subtitle),
+    )
