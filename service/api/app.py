@@ -13,6 +13,7 @@ from service.api.metrics import RequestMetrics
 from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from service.api.problems import install_problem_handlers
 from service.api.routers import accelerators, analysis, charts, health, models
+from service.api.routers import planning as planning_routes
 from service.api.routers.dashboard import mount_dashboard
 from service.db.session import make_engine, make_session_factory
 from service.services.bootstrap import prepare_database
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(accelerators.router)
     app.include_router(models.router)
     app.include_router(analysis.router)
+    app.include_router(planning_routes.router)
     app.include_router(charts.router)
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.

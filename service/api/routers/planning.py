@@ -1,0 +1,78 @@
+"""GET /v1/workloads and POST /v1/plans."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from service.api.deps import ReadAccess, SessionDep
+from service.api.routers.analysis import ERROR_RESPONSES
+from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
+from service.engine.precision import Precision
+from service.services.planning import PlanningService, PlanSpec, list_workloads
+
+router = APIRouter(prefix="/v1", tags=["planning"])
+
+
+def get_planning(session: SessionDep) -> PlanningService:
+    """Return the planning service bound to this request's session."""
+    return PlanningService(session)
+
+
+PlanningDep = Annotated[PlanningService, Depends(get_planning, scope="function")]
+
+
+def plan_spec(body: PlanRequest) -> PlanSpec:
+    """Translate the request body into the service's terms."""
+    slo = body.slo
+    given = slo.model_fields_set if slo is not None else set()
+
+    def ints(values: list[int] | None) -> tuple[int, ...] | None:
+        return tuple(values) if values else None
+
+    return PlanSpec(
+        models=tuple(body.models),
+        accelerators=tuple(body.accelerators) if body.accelerators is not None else None,
+        workload=body.workload,
+        input_tokens=body.input_tokens,
+        output_tokens=body.output_tokens,
+        ttft_ms_max=slo.ttft_ms_max if slo is not None else None,
+        ttft_given="ttft_ms_max" in given,
+        tpot_ms_max=slo.tpot_ms_max if slo is not None else None,
+        tpot_given="tpot_ms_max" in given,
+        use_interval_upper_bound=slo.use_interval_upper_bound if slo is not None else False,
+        objective=body.objective,
+        requests_per_s=body.requests_per_s,
+        precisions=tuple(
+            Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache)
+            for p in body.precisions
+        ),
+        max_gpus_per_replica=body.max_gpus_per_replica,
+        tp=ints(body.tp),
+        pp=ints(body.pp),
+        ep=ints(body.ep),
+        mode=body.mode,
+        price_usd_per_hour=dict(body.price_usd_per_hour),
+        backend=body.backend,
+        calibration=body.calibration,
+        concurrency_levels=body.concurrency_levels,
+    )
+
+
+@router.get("/workloads", response_model=WorkloadList, dependencies=[ReadAccess])
+def get_workloads() -> dict[str, Any]:
+    """List the workload presets with their lengths, targets and reasoning."""
+    return {"items": list_workloads()}
+
+
+@router.post(
+    "/plans", response_model=PlanResponse, responses=ERROR_RESPONSES, dependencies=[ReadAccess]
+)
+def post_plan(body: PlanRequest, planning: PlanningDep) -> JSONResponse:
+    """Rank feasible deployments for a question, with the frontier and every rejection's reason.
+
+    An infeasible question answers 200 with no configuration and the reasons.
+    """
+    return JSONResponse(planning.plan(plan_spec(body)))

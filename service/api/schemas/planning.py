@@ -1,0 +1,206 @@
+"""Request and response bodies of GET /v1/workloads and POST /v1/plans."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.api.schemas.analysis import (
+    Backend,
+    Calibration,
+    CalibrationOut,
+    Mode,
+    ParallelismIn,
+    PrecisionIn,
+    Tokens,
+)
+from service.api.schemas.common import Slug
+
+MAX_MODELS = 8
+MAX_ACCELERATORS = 64
+MAX_PRECISIONS = 8
+MAX_GPUS_PER_REPLICA = 64
+
+Objective = Literal[
+    "max_throughput_per_gpu",
+    "min_cost_per_million_tokens",
+    "min_gpus_for_rate",
+    "max_concurrency_under_slo",
+]
+LatencyMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Degree = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_REPLICA)]
+Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class WorkloadOut(BaseModel):
+    """A workload preset: lengths, latency targets (null: none) and planning defaults."""
+
+    id: str
+    input_tokens: int
+    output_tokens: int
+    ttft_ms_max: float | None
+    tpot_ms_max: float | None
+    objective: Objective
+    mode: Mode
+    description: str
+    rationale: str
+
+
+class WorkloadList(BaseModel):
+    """Body of GET /v1/workloads."""
+
+    items: list[WorkloadOut]
+
+
+class SloIn(BaseModel):
+    """Latency targets; a field left out takes the workload's, an explicit null removes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_ms_max: LatencyMs | None = None
+    tpot_ms_max: LatencyMs | None = None
+    use_interval_upper_bound: bool = Field(
+        default=False,
+        description="Judge targets at the upper end of the calibration profile's 80% interval "
+        "(point predictions where a profile has no intervals; the answer's notes say so).",
+    )
+
+
+class PlanRequest(BaseModel):
+    """Body of POST /v1/plans."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[Slug] = Field(min_length=1, max_length=MAX_MODELS)
+    accelerators: list[Slug] | None = Field(
+        default=None, max_length=MAX_ACCELERATORS, description="Default: the whole catalog."
+    )
+    workload: str | None = Field(
+        default=None, description="A preset id (GET /v1/workloads) filling what is left out."
+    )
+    input_tokens: Tokens | None = None
+    output_tokens: Tokens | None = None
+    slo: SloIn | None = None
+    objective: Objective | None = Field(
+        default=None, description="Default: the workload's, else max_throughput_per_gpu."
+    )
+    requests_per_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Traffic to size the fleet for."
+    )
+    precisions: list[PrecisionIn] = Field(
+        default_factory=lambda: [
+            PrecisionIn(),
+            PrecisionIn(weights="fp8", activations="fp8"),
+        ],
+        min_length=1,
+        max_length=MAX_PRECISIONS,
+    )
+    max_gpus_per_replica: Degree = 8
+    tp: list[Degree] | None = Field(
+        default=None, max_length=16, description="Default: powers of two up to the GPU limit."
+    )
+    pp: list[Degree] | None = Field(default=None, max_length=16, description="Default: [1].")
+    ep: list[Degree] | None = Field(
+        default=None, max_length=16, description="Default: [1, tp] for MoE models, else [1]."
+    )
+    mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
+    price_usd_per_hour: dict[Slug, Price] = Field(
+        default_factory=dict, description="Per-GPU price per accelerator id, over the catalog's."
+    )
+    backend: Backend | None = None
+    calibration: Calibration = Field(
+        default="auto",
+        description='"auto" (per accelerator, newest profile), "none", or a profile id.',
+    )
+    concurrency_levels: int = Field(
+        default=64, ge=1, le=1024, description="Levels per candidate, up to the memory limit."
+    )
+
+
+class PlanWorkloadOut(BaseModel):
+    """The request shape and targets the plan used after filling from the preset."""
+
+    id: str | None
+    input_tokens: int
+    output_tokens: int
+    ttft_ms_max: float | None
+    tpot_ms_max: float | None
+    use_interval_upper_bound: bool
+    mode: Mode
+
+
+class ConfigurationOut(BaseModel):
+    """A feasible deployment at its best concurrency; costs are null without a price."""
+
+    rank: int
+    model: str
+    accelerator: str
+    parallelism: ParallelismIn
+    precision: PrecisionIn
+    mode: Mode
+    concurrency: int
+    max_concurrency: int = Field(description="Memory limit on running requests per replica.")
+    ttft_ms: float
+    tpot_ms: float
+    ttft_ms_upper: float | None = Field(description="80% interval upper end, when known.")
+    tpot_ms_upper: float | None
+    e2e_latency_ms: float
+    tokens_per_s_per_user: float = Field(description="1000 / tpot_ms.")
+    requests_per_s_per_replica: float
+    output_tokens_per_s_per_replica: float
+    output_tokens_per_s_per_gpu: float
+    gpus_per_replica: int
+    replicas: int = Field(description="ceil(requests_per_s / requests_per_s_per_replica), or 1.")
+    gpus: int
+    usd_per_gpu_hour: float | None
+    usd_per_hour: float | None = Field(description="The whole fleet: replicas × GPUs × price.")
+    usd_per_hour_per_replica: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    usd_per_million_tokens: float | None = Field(
+        description="All replica time over input + output tokens (the cost objective)."
+    )
+    energy_per_output_token_j: float | None
+    energy_per_token_j: float | None
+    memory_gb_per_gpu: float
+    calibration: CalibrationOut | None
+
+
+class FrontierPointOut(BaseModel):
+    """A Pareto-optimal operating point: tokens/s per user against output tokens/s per GPU."""
+
+    model: str
+    parallelism: ParallelismIn
+    precision: PrecisionIn
+    concurrency: int
+    tokens_per_s_per_user: float
+    output_tokens_per_s_per_gpu: float
+    ttft_ms: float
+    tpot_ms: float
+    meets_slo: bool
+
+
+class RejectedOut(BaseModel):
+    """A candidate with no configuration and the reason."""
+
+    model: str
+    accelerator: str
+    parallelism: ParallelismIn
+    precision: PrecisionIn
+    code: str
+    reason: str
+
+
+class PlanResponse(BaseModel):
+    """Body of the POST /v1/plans answer."""
+
+    objective: Objective
+    requests_per_s: float | None
+    workload: PlanWorkloadOut
+    configurations: list[ConfigurationOut]
+    frontier: dict[str, list[FrontierPointOut]]
+    rejected: list[RejectedOut]
+    notes: list[str]
+    candidates_evaluated: int
+    points_evaluated: int

@@ -1,0 +1,297 @@
+"""Planning use cases: fill the question from its workload, build candidates, search, shape.
+
+Accelerators with no price (catalog or override) cannot be ranked by cost: under
+``min_cost_per_million_tokens`` they are rejected with code ``no_price``; under the other
+objectives they are ranked with null costs (cost tie-breaks put them last).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from service.engine.errors import EngineError
+from service.engine.hardware import Accelerator
+from service.engine.planning import (
+    Candidate,
+    Configuration,
+    FrontierPoint,
+    PlanQuestion,
+    PlanResult,
+    Rejection,
+    Slo,
+    UpperBound,
+    layouts,
+    plan,
+)
+from service.engine.precision import BF16, Precision
+from service.engine.shapes import ModelShape
+from service.engine.workloads import WORKLOADS, Workload
+from service.services.catalog import CatalogService
+from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
+from service.services.errors import FieldError
+
+DEFAULT_OBJECTIVE = "max_throughput_per_gpu"
+DEFAULT_MODE = "serving"
+FP8 = Precision(weights="fp8", activations="fp8")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSpec:
+    """A plan request in service terms; ``*_given``: the target was sent (maybe as null)."""
+
+    models: tuple[str, ...]
+    accelerators: tuple[str, ...] | None = None
+    workload: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms_max: float | None = None
+    ttft_given: bool = False
+    tpot_ms_max: float | None = None
+    tpot_given: bool = False
+    use_interval_upper_bound: bool = False
+    objective: str | None = None
+    requests_per_s: float | None = None
+    precisions: tuple[Precision, ...] = (BF16, FP8)
+    max_gpus_per_replica: int = 8
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    mode: str | None = None
+    price_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
+    backend: str | None = None
+    calibration: str = "auto"
+    concurrency_levels: int = 64
+
+
+def workload_to_dict(workload: Workload) -> dict[str, Any]:
+    """Return a preset's JSON representation."""
+    return {
+        "id": workload.id,
+        "input_tokens": workload.input_tokens,
+        "output_tokens": workload.output_tokens,
+        "ttft_ms_max": workload.ttft_ms_max,
+        "tpot_ms_max": workload.tpot_ms_max,
+        "objective": workload.objective,
+        "mode": workload.mode,
+        "description": workload.description,
+        "rationale": workload.rationale,
+    }
+
+
+def list_workloads() -> list[dict[str, Any]]:
+    """Return every workload preset."""
+    return [workload_to_dict(w) for w in WORKLOADS.values()]
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _precision(p: Precision) -> dict[str, str]:
+    return {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache}
+
+
+def _layout(c: Candidate) -> dict[str, int]:
+    par = c.parallelism
+    return {"tp": par.tp, "pp": par.pp, "ep": par.ep}
+
+
+def _configuration(rank: int, cfg: Configuration) -> dict[str, Any]:
+    c = cfg.candidate
+    return {
+        "rank": rank,
+        "model": c.model.id,
+        "accelerator": c.accelerator.id,
+        "parallelism": _layout(c),
+        "precision": _precision(c.precision),
+        "mode": cfg.mode,
+        "concurrency": cfg.concurrency,
+        "max_concurrency": cfg.max_concurrency,
+        "ttft_ms": cfg.ttft_ms,
+        "tpot_ms": cfg.tpot_ms,
+        "ttft_ms_upper": cfg.ttft_ms_upper,
+        "tpot_ms_upper": cfg.tpot_ms_upper,
+        "e2e_latency_ms": cfg.e2e_latency_ms,
+        "tokens_per_s_per_user": cfg.tokens_per_s_per_user,
+        "requests_per_s_per_replica": cfg.requests_per_s,
+        "output_tokens_per_s_per_replica": cfg.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": cfg.output_tokens_per_s_per_gpu,
+        "gpus_per_replica": cfg.gpus_per_replica,
+        "replicas": cfg.replicas,
+        "gpus": cfg.gpus,
+        "usd_per_gpu_hour": c.usd_per_gpu_hour,
+        "usd_per_hour": _finite(cfg.usd_per_hour),
+        "usd_per_hour_per_replica": _finite(cfg.usd_per_hour_per_replica),
+        "usd_per_million_output_tokens": cfg.usd_per_million_output_tokens,
+        "usd_per_million_input_tokens": cfg.usd_per_million_input_tokens,
+        "usd_per_million_tokens": cfg.usd_per_million_tokens,
+        "energy_per_output_token_j": cfg.energy_per_output_token_j,
+        "energy_per_token_j": cfg.energy_per_token_j,
+        "memory_gb_per_gpu": cfg.memory_gb_per_gpu,
+        "calibration": c.calibration,
+    }
+
+
+def _frontier_point(p: FrontierPoint) -> dict[str, Any]:
+    return {
+        "model": p.candidate.model.id,
+        "parallelism": _layout(p.candidate),
+        "precision": _precision(p.candidate.precision),
+        "concurrency": p.concurrency,
+        "tokens_per_s_per_user": p.tokens_per_s_per_user,
+        "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
+        "ttft_ms": p.ttft_ms,
+        "tpot_ms": p.tpot_ms,
+        "meets_slo": p.meets_slo,
+    }
+
+
+def _rejected(r: Rejection) -> dict[str, Any]:
+    c = r.candidate
+    return {
+        "model": c.model.id,
+        "accelerator": c.accelerator.id,
+        "parallelism": _layout(c),
+        "precision": _precision(c.precision),
+        "code": r.code,
+        "reason": r.reason,
+    }
+
+
+def upper_bound_of(resolved: ResolvedEfficiency) -> UpperBound | None:
+    """Return the profile's 80%-interval upper bound (the hook for ``use_interval_upper_bound``).
+
+    Resolved profiles do not carry held-out residual quantiles yet, so there is none; once they
+    do, build ``service.engine.planning.ResidualUpperBound`` from them here.
+    """
+    return None
+
+
+class PlanningService:
+    """Answer planning questions against the catalog within one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.catalog = CatalogService(session)
+
+    def _workload(self, spec: PlanSpec) -> Workload | None:
+        if spec.workload is None:
+            return None
+        preset = WORKLOADS.get(spec.workload)
+        if preset is None:
+            known = ", ".join(WORKLOADS)
+            raise FieldError("workload", f"unknown workload {spec.workload!r}; known: {known}")
+        return preset
+
+    def question(self, spec: PlanSpec) -> tuple[PlanQuestion, Workload | None]:
+        """Fill lengths, targets, objective and mode from the workload; FieldError names gaps."""
+        preset = self._workload(spec)
+        input_tokens = spec.input_tokens or (preset.input_tokens if preset else None)
+        output_tokens = spec.output_tokens or (preset.output_tokens if preset else None)
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if value is None:
+                raise FieldError(name, "required when no workload preset is given")
+        assert input_tokens is not None and output_tokens is not None
+        ttft = spec.ttft_ms_max if spec.ttft_given or preset is None else preset.ttft_ms_max
+        tpot = spec.tpot_ms_max if spec.tpot_given or preset is None else preset.tpot_ms_max
+        objective = spec.objective or (preset.objective if preset else DEFAULT_OBJECTIVE)
+        if objective == "min_gpus_for_rate" and spec.requests_per_s is None:
+            raise FieldError("requests_per_s", "objective min_gpus_for_rate needs a request rate")
+        question = PlanQuestion(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            slo=Slo(ttft, tpot, spec.use_interval_upper_bound),
+            objective=objective,
+            requests_per_s=spec.requests_per_s,
+            mode=spec.mode or (preset.mode if preset else DEFAULT_MODE),
+            concurrency_levels=spec.concurrency_levels,
+        )
+        try:
+            question.validate()
+        except EngineError as exc:
+            raise FieldError("body", str(exc)) from exc
+        return question, preset
+
+    def _accelerators(self, spec: PlanSpec) -> list[Accelerator]:
+        for acc_id in spec.price_usd_per_hour:
+            self.catalog.accelerator(acc_id)  # NotFoundError for an unknown id
+        if spec.accelerators is None:
+            return self.catalog.all_accelerators()
+        return [self.catalog.accelerator(a) for a in dict.fromkeys(spec.accelerators)]
+
+    def candidates(self, spec: PlanSpec) -> tuple[list[Candidate], list[str]]:
+        """Load models and accelerators (NotFoundError names the id) and enumerate candidates."""
+        models: list[ModelShape] = [self.catalog.model_shape(m) for m in dict.fromkeys(spec.models)]
+        accelerators = self._accelerators(spec)
+        notes: list[str] = []
+        candidates: list[Candidate] = []
+        for acc in accelerators:
+            resolved = resolve_efficiency(self.session, acc.id, spec.backend, spec.calibration)
+            band = upper_bound_of(resolved)
+            if spec.use_interval_upper_bound and band is None:
+                notes.append(
+                    f"{acc.id}: no calibration intervals; targets judged on point predictions"
+                )
+            price = spec.price_usd_per_hour.get(acc.id)
+            for model in models:
+                for layout in layouts(
+                    model, spec.max_gpus_per_replica, tp=spec.tp, pp=spec.pp, ep=spec.ep
+                ):
+                    for precision in dict.fromkeys(spec.precisions):
+                        candidates.append(
+                            Candidate(
+                                model=model,
+                                accelerator=acc,
+                                precision=precision,
+                                parallelism=layout,
+                                params=resolved.params,
+                                price_usd_per_hour=price,
+                                calibration=resolved.calibration,
+                                upper_bound=band,
+                            )
+                        )
+        return candidates, notes
+
+    def plan(self, spec: PlanSpec) -> dict[str, Any]:
+        """Answer as a JSON-ready dict (no configuration is an answer, not an error)."""
+        question, preset = self.question(spec)
+        candidates, notes = self.candidates(spec)
+        result = plan(candidates, question)
+        return self._answer(question, preset, result, notes)
+
+    @staticmethod
+    def _answer(
+        question: PlanQuestion,
+        preset: Workload | None,
+        result: PlanResult,
+        notes: Sequence[str],
+    ) -> dict[str, Any]:
+        slo = question.slo
+        return {
+            "objective": question.objective,
+            "requests_per_s": question.requests_per_s,
+            "workload": {
+                "id": preset.id if preset else None,
+                "input_tokens": question.input_tokens,
+                "output_tokens": question.output_tokens,
+                "ttft_ms_max": slo.ttft_ms_max,
+                "tpot_ms_max": slo.tpot_ms_max,
+                "use_interval_upper_bound": slo.use_interval_upper_bound,
+                "mode": question.mode,
+            },
+            "configurations": [
+                _configuration(rank, cfg) for rank, cfg in enumerate(result.configurations, 1)
+            ],
+            "frontier": {
+                acc: [_frontier_point(p) for p in points] for acc, points in result.frontier.items()
+            },
+            "rejected": [_rejected(r) for r in result.rejected],
+            "notes": list(notes),
+            "candidates_evaluated": result.candidates_evaluated,
+            "points_evaluated": result.points_evaluated,
+        }

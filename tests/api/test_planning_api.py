@@ -1,0 +1,205 @@
+"""HTTP tests of GET /v1/workloads and POST /v1/plans against the seeded catalog."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+PRESETS = {"chat", "code-completion", "offline-batch", "evaluation", "test-time-compute"}
+CONFIG_FIELDS = {
+    "model",
+    "accelerator",
+    "parallelism",
+    "precision",
+    "concurrency",
+    "ttft_ms",
+    "tpot_ms",
+    "output_tokens_per_s_per_gpu",
+    "replicas",
+    "gpus",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "usd_per_million_input_tokens",
+    "calibration",
+}
+
+
+def plan_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "models": ["llama-3.1-70b"],
+        "accelerators": ["h100-sxm", "h200-sxm", "mi300x"],
+        "workload": "chat",
+        "slo": {"ttft_ms_max": 1000, "tpot_ms_max": 50},
+        "objective": "min_cost_per_million_tokens",
+        "requests_per_s": 40,
+        "precisions": [{"weights": "bf16"}, {"weights": "fp8", "activations": "fp8"}],
+        "max_gpus_per_replica": 8,
+        "price_usd_per_hour": {"h100-sxm": 2.5},
+        "concurrency_levels": 16,
+    }
+    body.update(overrides)
+    return body
+
+
+def test_workloads_lists_the_presets(client: TestClient) -> None:
+    response = client.get("/v1/workloads")
+    assert response.status_code == 200
+    items = {w["id"]: w for w in response.json()["items"]}
+    assert PRESETS | {"rl-rollout"} <= set(items)
+    chat = items["chat"]
+    assert chat["ttft_ms_max"] > 0 and chat["tpot_ms_max"] > 0
+    assert chat["input_tokens"] > chat["output_tokens"] > 0
+    assert items["offline-batch"]["tpot_ms_max"] is None
+    assert all(w["description"] and w["rationale"] for w in items.values())
+
+
+def test_plan_configurations_reproduce_with_estimates(client: TestClient) -> None:
+    response = client.post("/v1/plans", json=plan_body())
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    configs = answer["configurations"]
+    assert configs and {"frontier", "rejected"} <= set(answer)
+    assert answer["workload"]["input_tokens"] == 2048 and answer["workload"]["mode"] == "serving"
+    costs = [c["usd_per_million_tokens"] for c in configs]
+    assert costs == sorted(costs)
+    for cfg in configs:
+        assert set(cfg) >= CONFIG_FIELDS
+        assert cfg["ttft_ms"] <= 1000 and cfg["tpot_ms"] <= 50
+        assert cfg["replicas"] == math.ceil(40 / cfg["requests_per_s_per_replica"])
+        assert cfg["gpus"] == cfg["replicas"] * cfg["parallelism"]["tp"]
+        estimate = client.post(
+            "/v1/estimates",
+            json={
+                "model": cfg["model"],
+                "accelerator": cfg["accelerator"],
+                "parallelism": cfg["parallelism"],
+                "precision": cfg["precision"],
+                "input_tokens": 2048,
+                "output_tokens": 256,
+                "batch_sizes": [cfg["concurrency"]],
+                "mode": "serving",
+                "price_usd_per_hour": cfg["usd_per_gpu_hour"],
+            },
+        )
+        assert estimate.status_code == 200, estimate.text
+        (p,) = estimate.json()["points"]
+        assert p["ttft_ms"] == pytest.approx(cfg["ttft_ms"], rel=1e-9)
+        assert p["tpot_ms"] == pytest.approx(cfg["tpot_ms"], rel=1e-9)
+        assert p["memory"]["fits"]
+        assert p["cost"]["usd_per_million_output_tokens"] == pytest.approx(
+            cfg["usd_per_million_output_tokens"], rel=1e-9
+        )
+        assert p["output_tokens_per_s"] / cfg["gpus_per_replica"] == pytest.approx(
+            cfg["output_tokens_per_s_per_gpu"], rel=1e-9
+        )
+    h100 = [c for c in configs if c["accelerator"] == "h100-sxm"]
+    assert h100 and all(c["usd_per_gpu_hour"] == 2.5 for c in h100)
+    for points in answer["frontier"].values():
+        xs = [p["tokens_per_s_per_user"] for p in points]
+        ys = [p["output_tokens_per_s_per_gpu"] for p in points]
+        assert xs == sorted(xs) and ys == sorted(ys, reverse=True)
+
+
+def test_plan_reports_rejections(client: TestClient) -> None:
+    answer = client.post("/v1/plans", json=plan_body(tp=[1, 3])).json()
+    reasons = {
+        (r["accelerator"], r["parallelism"]["tp"], r["precision"]["weights"]): r
+        for r in answer["rejected"]
+    }
+    assert reasons[("h100-sxm", 1, "bf16")]["code"] == "does_not_fit"
+    assert reasons[("h100-sxm", 3, "bf16")]["reason"].startswith("layout does not divide the model")
+
+
+def test_infeasible_plan_is_an_answer(client: TestClient) -> None:
+    body = plan_body(slo={"tpot_ms_max": 0.5}, accelerators=["h100-sxm"], tp=[4, 8])
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["configurations"] == []
+    assert {r["code"] for r in answer["rejected"]} == {"misses_tpot"}
+    assert all("misses TPOT" in r["reason"] for r in answer["rejected"])
+
+
+def test_unpriced_accelerators_are_rejected_for_cost(client: TestClient) -> None:
+    bf16 = [{"weights": "bf16"}]
+    body = plan_body(accelerators=["a100-sxm-80gb"], tp=[4], precisions=bf16)
+    answer = client.post("/v1/plans", json=body).json()
+    assert answer["configurations"] == []
+    assert {r["code"] for r in answer["rejected"]} == {"no_price"}
+    priced = dict(body, price_usd_per_hour={"a100-sxm-80gb": 1.8})
+    assert client.post("/v1/plans", json=priced).json()["configurations"]
+
+
+def test_workload_fills_what_the_request_leaves_out(client: TestClient) -> None:
+    body = {
+        "models": ["llama-3.1-8b"],
+        "accelerators": ["h100-sxm"],
+        "workload": "code-completion",
+        "slo": {"tpot_ms_max": None},
+        "concurrency_levels": 8,
+        "tp": [1],
+    }
+    answer = client.post("/v1/plans", json=body).json()
+    workload = answer["workload"]
+    assert workload["ttft_ms_max"] == 200 and workload["tpot_ms_max"] is None
+    assert (workload["input_tokens"], workload["output_tokens"]) == (1536, 64)
+    assert answer["objective"] == "min_cost_per_million_tokens"
+
+
+def test_min_gpus_for_rate_and_default_catalog(client: TestClient) -> None:
+    body = {
+        "models": ["llama-3.1-8b"],
+        "workload": "chat",
+        "objective": "min_gpus_for_rate",
+        "requests_per_s": 25,
+        "tp": [1, 2],
+        "concurrency_levels": 8,
+    }
+    answer = client.post("/v1/plans", json=body).json()
+    configs = answer["configurations"]
+    accelerators = client.get("/v1/accelerators", params={"limit": 200}).json()["items"]
+    seen = {c["accelerator"] for c in configs} | {r["accelerator"] for r in answer["rejected"]}
+    assert seen == {a["id"] for a in accelerators}
+    gpus = [c["gpus"] for c in configs]
+    assert gpus == sorted(gpus)
+    for cfg in configs:
+        assert cfg["replicas"] == math.ceil(25 / cfg["requests_per_s_per_replica"])
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"objective": "fastest"}, "objective"),
+        ({"slo": {"tpot_ms_max": -1}}, "slo.tpot_ms_max"),
+        ({"models": []}, "models"),
+        ({"workload": "karaoke"}, "workload"),
+        ({"workload": None, "input_tokens": None}, "input_tokens"),
+        ({"objective": "min_gpus_for_rate", "requests_per_s": None}, "requests_per_s"),
+        ({"precisions": [{"weights": "fp7"}]}, "precisions.0.weights"),
+    ],
+)
+def test_invalid_plans_name_the_field(
+    client: TestClient, override: dict[str, Any], field: str
+) -> None:
+    response = client.post("/v1/plans", json=plan_body(**override))
+    assert response.status_code == 422
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert field in [e["field"] for e in response.json()["errors"]]
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"models": ["no-such-model"]},
+        {"accelerators": ["no-such-gpu"]},
+        {"price_usd_per_hour": {"no-such-gpu": 1.0}},
+        {"calibration": "no-such-profile"},
+    ],
+)
+def test_unknown_ids_are_404(client: TestClient, override: dict[str, Any]) -> None:
+    response = client.post("/v1/plans", json=plan_body(**override))
+    assert response.status_code == 404
+    assert response.json()["status"] == 404
