@@ -13,6 +13,7 @@ from service.api.schemas.analysis import (
     PointOut,
 )
 from service.api.schemas.models import Model
+from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadOut
 from service.client.aio import AsyncRidgeline
 from service.client.errors import (
     AuthenticationError,
@@ -32,7 +33,7 @@ from service.client.errors import (
 )
 from service.client.retry import RetryPolicy, parse_retry_after
 from service.client.sync import Ridgeline
-from service.client.types import CalibrationProfile, PlanResponse, Workload
+from service.client.types import CalibrationProfile
 
 __all__ = [
     "Accelerator",
@@ -50,6 +51,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "PlanRequest",
     "PlanResponse",
     "PointOut",
     "PreconditionFailedError",
@@ -61,6 +63,6 @@ __all__ = [
     "RidgelineTimeoutError",
     "ServerError",
     "ServiceUnavailableError",
-    "Workload",
+    "WorkloadOut",
     "parse_retry_after",
 ]

@@ -20,13 +20,14 @@ from service.api.schemas.analysis import (
     IntensityResponse,
 )
 from service.api.schemas.models import Model
+from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadOut
 from service.client import calls
 from service.client.calls import Body, Call, ChartFormat, ChartKind, Paged
 from service.client.core import ClientCore, Done, Wait, resolve_api_key, resolve_base_url
 from service.client.errors import RidgelineError
 from service.client.measurement_files import Progress, calibration_from_file
 from service.client.retry import RetryPolicy
-from service.client.types import CalibrationProfile, PlanResponse, Workload
+from service.client.types import CalibrationProfile
 
 T = TypeVar("T")
 
@@ -182,11 +183,11 @@ class AsyncRidgeline:
         """Up to 256 estimates in one call; a failed item is returned as its error."""
         return await self._run(calls.estimate_batch(requests))
 
-    async def plan(self, body: Body | None = None, /, **fields: Any) -> PlanResponse:
+    async def plan(self, body: PlanRequest | Body | None = None, /, **fields: Any) -> PlanResponse:
         """Ranked deployment configurations meeting the SLO (POST /v1/plans)."""
         return await self._run(calls.plan(body, fields))
 
-    async def workloads(self) -> list[Workload]:
+    async def workloads(self) -> list[WorkloadOut]:
         """Workload presets (chat, code-completion, ...)."""
         return await self._run(calls.workloads())
 

@@ -16,8 +16,9 @@ from pydantic import BaseModel
 from service.api.schemas.accelerators import Accelerator
 from service.api.schemas.analysis import EstimateResponse, IntensityResponse
 from service.api.schemas.models import Model
+from service.api.schemas.planning import PlanResponse, WorkloadList, WorkloadOut
 from service.client.errors import RidgelineError, error_from_problem
-from service.client.types import CalibrationProfile, PlanResponse, Workload
+from service.client.types import CalibrationProfile
 
 T = TypeVar("T")
 ItemT = TypeVar("ItemT")
@@ -239,14 +240,14 @@ def estimate_batch(
 
 def plan(body: Body | None, fields: Mapping[str, Any]) -> Call[PlanResponse]:
     """POST /v1/plans."""
-    return Call("POST", "/v1/plans", _json, json=to_json(body, fields))
+    return Call("POST", "/v1/plans", _as(PlanResponse), json=to_json(body, fields))
 
 
-def _workload_items(response: httpx.Response) -> list[Workload]:
-    return cast(list[Workload], response.json()["items"])
+def _workload_items(response: httpx.Response) -> list[WorkloadOut]:
+    return WorkloadList.model_validate_json(response.content).items
 
 
-def workloads() -> Call[list[Workload]]:
+def workloads() -> Call[list[WorkloadOut]]:
     """GET /v1/workloads."""
     return Call("GET", "/v1/workloads", _workload_items)
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from service.client import AsyncRidgeline, NotFoundError, RateLimitError
+from service.client import AsyncRidgeline, NotFoundError, RateLimitError, WorkloadOut
 
 T = TypeVar("T")
 ESTIMATE: dict[str, Any] = {
@@ -22,6 +22,17 @@ ESTIMATE: dict[str, Any] = {
     "batch_sizes": [1, 16],
     "mode": "serving",
     "calibration": "none",
+}
+CHAT = {
+    "id": "chat",
+    "input_tokens": 1000,
+    "output_tokens": 200,
+    "ttft_ms_max": 500.0,
+    "tpot_ms_max": 50.0,
+    "objective": "min_cost_per_million_tokens",
+    "mode": "serving",
+    "description": "d",
+    "rationale": "r",
 }
 
 
@@ -60,7 +71,7 @@ def test_async_retry_awaits_the_injected_sleep() -> None:
     replies = [
         httpx.Response(429, headers={"Retry-After": "3"}),
         httpx.Response(429, headers={"Retry-After": "4"}),
-        httpx.Response(200, json={"items": [{"id": "chat"}]}),
+        httpx.Response(200, json={"items": [CHAT]}),
     ]
 
     async def handler(_: httpx.Request) -> httpx.Response:
@@ -71,12 +82,12 @@ def test_async_retry_awaits_the_injected_sleep() -> None:
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    async def main() -> list[Any]:
+    async def main() -> list[WorkloadOut]:
         transport = httpx.MockTransport(handler)
         async with AsyncRidgeline("http://x", transport=transport, sleep=sleep) as rl:
             return list(await rl.workloads())
 
-    assert asyncio.run(main()) == [{"id": "chat"}]
+    assert [w.model_dump() for w in asyncio.run(main())] == [CHAT]
     assert slept == [3.0, 4.0]
 
 

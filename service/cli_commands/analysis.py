@@ -1,0 +1,207 @@
+"""``ridgeline estimate`` and ``ridgeline intensity``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any
+
+import typer
+
+from service.api.schemas.analysis import EstimateResponse, IntensityResponse
+from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
+from service.cli_commands.errors import reported
+from service.cli_commands.options import (
+    Activations,
+    Backend,
+    CalibrationOpt,
+    Ep,
+    KvCache,
+    Pp,
+    Tp,
+    Weights,
+    int_list,
+    layout,
+    present,
+)
+from service.cli_commands.output import CsvOption, JsonOption, emit, number, table
+
+ModelArg = Annotated[str, typer.Argument(help="Model id, e.g. llama-3.1-70b.")]
+AcceleratorArg = Annotated[str, typer.Argument(help="Accelerator id, e.g. h100-sxm.")]
+
+
+def _calibration_note(calibration: Any) -> str:
+    if calibration is None:
+        return "spec-sheet roofline (no calibration)"
+    note = f"calibration {calibration.name} ({calibration.id})"
+    if calibration.transferred_from:
+        note += f", transferred from {calibration.transferred_from}"
+    return note
+
+
+def estimate_rows(answer: EstimateResponse) -> Iterable[Mapping[str, Any]]:
+    """One CSV row per point, with the request's model and accelerator."""
+    for point in answer.points:
+        yield {"model": answer.model, "accelerator": answer.accelerator, **point.model_dump()}
+
+
+def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
+    """The estimate as a rich table with a one-line header."""
+    layout_note = (
+        f"tp={answer.parallelism.tp} pp={answer.parallelism.pp} ep={answer.parallelism.ep}, "
+        f"{answer.precision.weights}/{answer.precision.activations}/{answer.precision.kv_cache}"
+    )
+    title = (
+        f"{answer.model} on {answer.accelerator} ({layout_note}), {answer.mode}, "
+        f"{answer.input_tokens} in / {answer.output_tokens} out"
+    )
+    columns = [
+        "batch", "TTFT ms", "TPOT ms", "E2E ms", "out tok/s", "total tok/s", "req/s",
+        "decode FLOP/B", "decode bound", "memory GB", "fits", "$/M out tok",
+    ]  # fmt: skip
+    rows = [
+        [
+            str(p.batch_size),
+            number(p.ttft_ms),
+            number(p.tpot_ms, 2),
+            number(p.e2e_latency_ms),
+            number(p.output_tokens_per_s),
+            number(p.total_tokens_per_s),
+            number(p.requests_per_s, 2),
+            number(p.decode.arithmetic_intensity_flop_per_byte),
+            p.decode.bound,
+            number(p.memory.total_gb),
+            "yes" if p.memory.fits else "no",
+            number(p.cost.usd_per_million_output_tokens, 3),
+        ]
+        for p in answer.points
+    ]
+    yield table(title, columns, rows)
+    critical = answer.critical_batch_size
+    yield (
+        f"ridge point {number(answer.ridge_point_flop_per_byte)} FLOP/byte, "
+        f"decode compute-bound from batch {critical if critical is not None else '-'}, "
+        f"{number(answer.points[0].memory.capacity_gb) if answer.points else '-'} GB per GPU, "
+        f"KV cache fits {answer.max_batch_size} sequences; {_calibration_note(answer.calibration)}"
+    )
+
+
+def estimate(
+    model: ModelArg,
+    accelerator: AcceleratorArg,
+    batch_sizes: Annotated[
+        str, typer.Option("--batch-sizes", "-b", help="Comma-separated batch sizes.")
+    ] = "1,8,64,256",
+    input_tokens: Annotated[int, typer.Option(min=1, help="Prompt tokens per request.")] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1, help="Generated tokens per request.")] = 128,
+    mode: Annotated[str, typer.Option(help="static or serving.")] = "static",
+    weights: Weights = None,
+    activations: Activations = None,
+    kv_cache: KvCache = None,
+    tp: Tp = None,
+    pp: Pp = None,
+    ep: Ep = None,
+    backend: Backend = None,
+    calibration: CalibrationOpt = None,
+    price_usd_per_hour: Annotated[
+        float | None, typer.Option(help="Per-GPU price overriding the catalog's.")
+    ] = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Predict TTFT, TPOT, throughput, memory and cost per batch size (POST /v1/estimates)."""
+    body = {
+        "model": model,
+        "accelerator": accelerator,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "batch_sizes": int_list(batch_sizes),
+        "mode": mode,
+        **layout(weights, activations, kv_cache, tp, pp, ep),
+        **present(backend=backend, calibration=calibration, price_usd_per_hour=price_usd_per_hour),
+    }
+    with reported(), open_client(url, api_key) as client:
+        answer = client.estimate(body)
+    emit(
+        answer,
+        as_json=as_json,
+        as_csv=as_csv,
+        rows=lambda: estimate_rows(answer),
+        render=lambda: estimate_tables(answer),
+    )
+
+
+def intensity_rows(answer: IntensityResponse) -> Iterable[Mapping[str, Any]]:
+    """One CSV row per operator, then the total."""
+    yield from (op.model_dump() for op in answer.operators)
+    yield answer.total.model_dump()
+
+
+def intensity_tables(answer: IntensityResponse) -> Iterable[Any]:
+    """Operators as a rich table, the total last."""
+    title = (
+        f"{answer.model} on {answer.accelerator}: {answer.phase}, batch {answer.batch_size}, "
+        f"context {answer.context_tokens} tokens ({answer.compute_dtype})"
+    )
+    columns = ["operator", "GFLOP", "MB", "FLOP/byte", "bound", "time ms"]
+    ops = [*answer.operators, answer.total]
+    rows = [
+        [
+            op.name,
+            number(op.flops / 1e9, 2),
+            number(op.bytes / 1e6, 2),
+            number(op.arithmetic_intensity_flop_per_byte),
+            op.bound,
+            number(op.time_ms, 4),
+        ]
+        for op in ops
+    ]
+    yield table(title, columns, rows)
+    critical = answer.critical_batch_size
+    yield (
+        f"ridge point {number(answer.ridge_point_flop_per_byte)} FLOP/byte; "
+        f"decode turns compute-bound at batch {critical if critical is not None else '-'}"
+    )
+
+
+def intensity(
+    model: ModelArg,
+    accelerator: AcceleratorArg,
+    phase: Annotated[str, typer.Option(help="prefill or decode.")] = "decode",
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1)] = 1,
+    context_tokens: Annotated[
+        int, typer.Option(min=1, help="Prefill: prompt tokens; decode: tokens already cached.")
+    ] = 2048,
+    weights: Weights = None,
+    activations: Activations = None,
+    kv_cache: KvCache = None,
+    tp: Tp = None,
+    pp: Pp = None,
+    ep: Ep = None,
+    backend: Backend = None,
+    calibration: CalibrationOpt = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Per-operator FLOPs, bytes, arithmetic intensity and bound of one step."""
+    body = {
+        "model": model,
+        "accelerator": accelerator,
+        "phase": phase,
+        "batch_size": batch_size,
+        "context_tokens": context_tokens,
+        **layout(weights, activations, kv_cache, tp, pp, ep),
+        **present(backend=backend, calibration=calibration),
+    }
+    with reported(), open_client(url, api_key) as client:
+        answer = client.intensity(body)
+    emit(
+        answer,
+        as_json=as_json,
+        as_csv=as_csv,
+        rows=lambda: intensity_rows(answer),
+        render=lambda: intensity_tables(answer),
+    )

@@ -1,0 +1,106 @@
+"""``ridgeline calibrate FILE``: fit a profile from a benchmark CSV or vllm bench JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
+from service.cli_commands.errors import reported
+from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, table
+from service.client.measurement_files import (
+    MeasurementFile,
+    calibration_body,
+    read_measurement_file,
+)
+from service.client.measurement_files import (
+    Progress as ProgressCallback,
+)
+from service.client.types import CalibrationProfile
+
+LARGE_FILE_BYTES = 256 * 1024
+
+
+@contextmanager
+def progress_bar(path: Path) -> Iterator[ProgressCallback | None]:
+    """A rich progress bar on stderr for files over LARGE_FILE_BYTES (rows read of total)."""
+    if path.stat().st_size <= LARGE_FILE_BYTES:
+        yield None
+        return
+    columns = (TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(path.name, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
+    """One CSV row per fitted parameter."""
+    for name, value in flatten(profile.get("parameters", {})).items():
+        yield {"profile": profile.get("id"), "parameter": name, "value": value}
+
+
+def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> Iterable[Any]:
+    """The stored profile's parameters and fit quality."""
+    fit = profile.get("fit", {})
+    title = (
+        f"calibration {profile.get('id')} '{profile.get('name')}' for "
+        f"{profile.get('accelerator')}: {len(measured.measurements)} measurements "
+        f"({measured.format}), {fit.get('n_measurements', '-')} used"
+    )
+    rows = [[k, str(v)] for k, v in flatten(profile.get("parameters", {})).items()]
+    yield table(title, ["parameter", "value"], rows)
+    quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
+    if quality:
+        yield table("fit", ["metric", "value"], quality)
+    yield from (f"warning: {w}" for w in measured.warnings)
+
+
+def calibrate(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="Benchmark CSV or vllm bench JSON.")
+    ],
+    accelerator: Annotated[str, typer.Option("--accelerator", "-a", help="Accelerator id.")],
+    name: Annotated[str | None, typer.Option(help="Profile name (default: the file).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend (default: the file's).")] = None,
+    backend_version: Annotated[str | None, typer.Option(help="Backend version.")] = None,
+    tp: Annotated[int, typer.Option(min=1, help="TP of a vllm bench run.")] = 1,
+    weights_dtype: Annotated[str, typer.Option(help="Weights dtype of a vllm run.")] = "bf16",
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Fit and store a calibration profile from measured benchmarks (POST /v1/calibrations)."""
+    with reported():
+        with progress_bar(file) as progress:
+            measured = read_measurement_file(
+                file,
+                accelerator=accelerator,
+                tp=tp,
+                weights_dtype=weights_dtype,
+                progress=progress,
+            )
+        body = calibration_body(measured, accelerator, name, file.name)
+        if backend:
+            body["backend"] = backend
+        if backend_version:
+            body["backend_version"] = backend_version
+        with open_client(url, api_key) as client, Console(stderr=True).status("fitting"):
+            profile = client.calibrate(body)
+    emit(
+        profile,
+        as_json=as_json,
+        as_csv=as_csv,
+        rows=lambda: profile_rows(profile),
+        render=lambda: profile_tables(profile, measured),
+    )

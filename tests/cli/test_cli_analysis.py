@@ -1,0 +1,142 @@
+"""``ridgeline estimate|intensity|plan`` give the API's numbers as tables, JSON and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+from typer.testing import Result
+
+from service.client import Ridgeline
+
+Invoke = Callable[..., Result]
+
+ESTIMATE_ARGS = ("estimate", "llama-3.1-70b", "h100-sxm", "-b", "1,64,512", "--calibration", "none")
+ESTIMATE_BODY: dict[str, Any] = {
+    "model": "llama-3.1-70b",
+    "accelerator": "h100-sxm",
+    "input_tokens": 1024,
+    "output_tokens": 128,
+    "batch_sizes": [1, 64, 512],
+    "calibration": "none",
+}
+
+
+def test_estimate_json_equals_api_and_client(
+    ridgeline_cli: Invoke, client: TestClient, api_key: str
+) -> None:
+    result = ridgeline_cli(*ESTIMATE_ARGS, "--json")
+    assert result.exit_code == 0, result.stderr
+    from_cli = json.loads(result.stdout)
+    from_api = client.post("/v1/estimates", json=ESTIMATE_BODY).json()
+    from_client = Ridgeline(http_client=client).estimate(ESTIMATE_BODY).model_dump(mode="json")
+    assert from_cli == from_api == from_client
+    assert [p["batch_size"] for p in from_cli["points"]] == [1, 64, 512]
+
+
+def test_estimate_options_reach_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(
+        "estimate", "llama-3.1-8b", "h200-sxm", "-b", "4", "--input-tokens", "512",
+        "--output-tokens", "64", "--mode", "serving", "--weights", "fp8", "--activations", "fp8",
+        "--tp", "2", "--calibration", "none", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    body = {
+        "model": "llama-3.1-8b",
+        "accelerator": "h200-sxm",
+        "batch_sizes": [4],
+        "input_tokens": 512,
+        "output_tokens": 64,
+        "mode": "serving",
+        "precision": {"weights": "fp8", "activations": "fp8"},
+        "parallelism": {"tp": 2},
+        "calibration": "none",
+    }
+    assert json.loads(result.stdout) == client.post("/v1/estimates", json=body).json()
+
+
+def test_estimate_csv_rows_carry_the_same_numbers(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    result = ridgeline_cli(*ESTIMATE_ARGS, "--csv")
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    points = client.post("/v1/estimates", json=ESTIMATE_BODY).json()["points"]
+    assert len(rows) == len(points) == 3
+    for row, point in zip(rows, points, strict=True):
+        assert int(row["batch_size"]) == point["batch_size"]
+        assert float(row["tpot_ms"]) == point["tpot_ms"]
+        assert float(row["memory.total_gb"]) == point["memory"]["total_gb"]
+        assert row["decode.bound"] == point["decode"]["bound"]
+
+
+def test_estimate_table_shows_each_batch(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(*ESTIMATE_ARGS)
+    assert result.exit_code == 0, result.stderr
+    points = client.post("/v1/estimates", json=ESTIMATE_BODY).json()["points"]
+    assert "llama-3.1-70b on h100-sxm" in result.stdout
+    lines = result.stdout.splitlines()
+    for point in points:
+        row = next(line for line in lines if line.startswith(f"│ {point['batch_size']} "))
+        assert f"{point['tpot_ms']:,.2f}" in row and point["decode"]["bound"] in row
+
+
+def test_intensity_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(
+        "intensity", "llama-3.1-70b", "h100-sxm", "--batch-size", "64",
+        "--context-tokens", "4096", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    body = {"model": "llama-3.1-70b", "accelerator": "h100-sxm", "phase": "decode",
+            "batch_size": 64, "context_tokens": 4096}  # fmt: skip
+    assert json.loads(result.stdout) == client.post("/v1/intensity", json=body).json()
+    table = ridgeline_cli("intensity", "llama-3.1-70b", "h100-sxm", "--batch-size", "64")
+    assert "ridge point" in table.stdout
+
+
+def test_plan_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(
+        "plan", "llama-3.1-8b", "-a", "h100-sxm", "-a", "l40s", "-w", "chat",
+        "--tpot-ms-max", "40", "-p", "bf16", "-p", "fp8:fp8", "--price", "h100-sxm=2.5",
+        "--requests-per-s", "10", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    body = {
+        "models": ["llama-3.1-8b"],
+        "accelerators": ["h100-sxm", "l40s"],
+        "workload": "chat",
+        "slo": {"tpot_ms_max": 40},
+        "precisions": [{"weights": "bf16"}, {"weights": "fp8", "activations": "fp8"}],
+        "price_usd_per_hour": {"h100-sxm": 2.5},
+        "requests_per_s": 10,
+    }
+    expected = client.post("/v1/plans", json=body)
+    assert expected.status_code == 200, expected.text
+    answer = json.loads(result.stdout)
+    assert answer == expected.json()
+    assert answer["configurations"], "the chat preset should be feasible for an 8B model"
+    table = ridgeline_cli("plan", "llama-3.1-8b", "-a", "h100-sxm", "-w", "chat", "--top", "3")
+    assert table.exit_code == 0, table.stderr
+    assert "h100-sxm" in table.stdout and "configurations shown" in table.stdout
+
+
+def test_unknown_model_exits_1_with_the_problem(ridgeline_cli: Invoke) -> None:
+    result = ridgeline_cli("estimate", "no-such-model", "h100-sxm", "--json")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "404" in result.stderr and "no-such-model" in result.stderr
+
+
+def test_invalid_value_names_the_field(ridgeline_cli: Invoke) -> None:
+    result = ridgeline_cli("estimate", "llama-3.1-8b", "h100-sxm", "--weights", "fp7")
+    assert result.exit_code == 1
+    assert "422" in result.stderr and "precision.weights" in result.stderr
+
+
+def test_json_and_csv_together_is_refused(ridgeline_cli: Invoke) -> None:
+    result = ridgeline_cli(*ESTIMATE_ARGS, "--json", "--csv")
+    assert result.exit_code == 2
