@@ -1,0 +1,157 @@
+"""Time POST /v1/plans in process over HTTP (httpx + ASGITransport) and the search alone.
+
+Run: .venv/bin/python benchmarks/plan_speed.py
+The plan covers 25 catalog accelerators × tp ∈ {1, 2, 4, 8} × 2 precisions (bf16; fp8 weights and
+activations) = 200 candidates, 64 concurrency levels each, with a price for every accelerator so
+none is skipped for having none. Target (issue 6): ≤ 100 ms p50 over HTTP on this 2-core machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from service.api.app import create_app
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+from service.engine.planning import Candidate, PlanQuestion, Slo, layouts, plan
+from service.engine.precision import Precision
+from service.settings import Settings
+
+REPEATS = 15
+RESULT = Path(__file__).parent / "results" / "plan_speed.txt"
+ACCELERATORS = sorted(str(r["id"]) for r in load_accelerator_records())[:25]
+PRICE_USD_PER_HOUR = 2.0
+PRECISIONS = [{"weights": "bf16"}, {"weights": "fp8", "activations": "fp8"}]
+
+
+def _body(model: str, objective: str, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "models": [model],
+        "accelerators": ACCELERATORS,
+        "workload": "chat",
+        "objective": objective,
+        "requests_per_s": 40,
+        "precisions": PRECISIONS,
+        "tp": [1, 2, 4, 8],
+        "concurrency_levels": 64,
+        "price_usd_per_hour": dict.fromkeys(ACCELERATORS, PRICE_USD_PER_HOUR),
+    }
+    body.update(fields)
+    return body
+
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("70b chat min_cost", _body("llama-3.1-70b", "min_cost_per_million_tokens")),
+    ("70b chat min_gpus_for_rate", _body("llama-3.1-70b", "min_gpus_for_rate")),
+    ("8b chat min_cost", _body("llama-3.1-8b", "min_cost_per_million_tokens")),
+    ("8b chat max_throughput", _body("llama-3.1-8b", "max_throughput_per_gpu")),
+]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _percentiles(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
+
+
+def _engine_times(body: dict[str, Any]) -> tuple[list[float], int, int]:
+    """Time the search alone (engine ``plan``) on the same candidates, catalog from YAML."""
+    accs = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
+    models = {str(r["id"]): model_from_record(r) for r in load_model_records()}
+    model = models[body["models"][0]]
+    precisions = [Precision(**p) for p in PRECISIONS]
+    candidates = [
+        Candidate(model, accs[a], p, lay, price_usd_per_hour=PRICE_USD_PER_HOUR)
+        for a in ACCELERATORS
+        for lay in layouts(model, 8, tp=[1, 2, 4, 8])
+        for p in precisions
+    ]
+    question = PlanQuestion(
+        input_tokens=2048,
+        output_tokens=256,
+        slo=Slo(1000.0, 50.0),
+        objective=body["objective"],
+        requests_per_s=40.0,
+    )
+    result = plan(candidates, question)
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        plan(candidates, question)
+        times.append((time.perf_counter() - start) * 1e3)
+    return times, result.candidates_evaluated, result.points_evaluated
+
+
+async def _http_times(client: httpx.AsyncClient, body: dict[str, Any]) -> list[float]:
+    (await client.post("/v1/plans", json=body)).raise_for_status()
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        response = await client.post("/v1/plans", json=body)
+        times.append((time.perf_counter() - start) * 1e3)
+        response.raise_for_status()
+    return times
+
+
+async def _run(data_dir: Path) -> list[str]:
+    app = create_app(Settings(data_dir=data_dir, log_level="WARNING"))
+    rows = []
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            for name, body in CASES:
+                http = _percentiles(await _http_times(client, body))
+                engine_times, evaluated, points = _engine_times(body)
+                engine = _percentiles(engine_times)
+                cells = " ".join(f"{c:>9.1f}" for c in (*http, *engine))
+                rows.append(f"{name:<28} {evaluated:>5} {points:>6} {cells}")
+    return rows
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = asyncio.run(_run(Path(tmp)))
+    lines = [
+        "Plan speed: POST /v1/plans in process (httpx AsyncClient + ASGITransport, seeded SQLite)",
+        "and the engine search alone. 25 accelerators x tp {1,2,4,8} x 2 precisions = 200",
+        "candidates, 64 concurrency levels each, chat workload (2048 in / 256 out, TTFT <= 1 s,",
+        "TPOT <= 50 ms), 40 requests/s. 'eval' = candidates that reached the engine after the",
+        "cheap checks (layout, dtype peak, memory); 'points' = concurrency levels estimated.",
+        f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
+        f" numpy {np.__version__}. {REPEATS} runs per column after one warm-up.",
+        "Target: <= 100 ms p50 over HTTP.",
+        "",
+        f"{'case (ms)':<28} {'eval':>5} {'points':>6} {'http p50':>9} {'http p95':>9}"
+        f" {'eng p50':>9} {'eng p95':>9}",
+        *rows,
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    RESULT.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
