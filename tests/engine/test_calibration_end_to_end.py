@@ -101,3 +101,13 @@ def test_serving_fit_on_real_subset_improves_tpot() -> None:
     assert fp8.step_overhead_us == pytest.approx(
         result.values["step_overhead_us"] + 16 * result.values["sequence_overhead_us"]
     )
+
+
+def test_interval_widens_outside_the_calibration_range() -> None:
+    runs = _static_runs(noise=0.05, seed=3)
+    result = fit(runs, H100, MODELS, cross_validate=True)
+    inside = result.interval("static.latency_ms", 100.0, {"batch_size": 16})
+    outside = result.interval("static.latency_ms", 100.0, {"batch_size": 1024})
+    assert result.ranges["batch_size"].high == 64
+    assert float(outside.high) > float(inside.high)
+    assert float(outside.low) < float(inside.low)

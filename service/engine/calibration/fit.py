@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from service.engine.calibration import end_to_end as e2e
 from service.engine.calibration.end_to_end import RunPredictions
@@ -29,6 +29,7 @@ from service.engine.calibration.intervals import (
     FeatureRange,
     Interval,
     ResidualQuantiles,
+    doublings_outside,
     interval,
     residual_quantiles,
 )
@@ -132,14 +133,22 @@ class CalibrationResult:
         return residual_quantiles(self.residuals.get(metric, np.zeros(0)))
 
     def interval(
-        self, metric: str, predicted: NDArray[np.float64] | float, doublings_outside: float = 0.0
+        self,
+        metric: str,
+        predicted: ArrayLike,
+        features: Mapping[str, ArrayLike] | None = None,
     ) -> Interval:
-        """80% prediction interval for ``metric`` around ``predicted`` (see ``intervals``)."""
+        """80% prediction interval for ``metric`` around ``predicted`` (see ``intervals``).
+
+        ``features`` (``batch_size``, ``input_tokens``, ``output_tokens``, ``gpus``) widen the
+        interval by how far they lie outside the end-to-end calibration data.
+        """
+        far = doublings_outside(self.ranges, features) if features else 0.0
         return interval(
             predicted,
             self.quantiles(metric),
             transferred=self.transferred_from is not None,
-            doublings_outside=doublings_outside,
+            doublings_outside=far,
         )
 
     def fit_summary(self) -> dict[str, object]:
