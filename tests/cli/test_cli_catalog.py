@@ -1,0 +1,88 @@
+"""``ridgeline catalog`` and ``ridgeline calibrate`` on the local database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from typer.testing import Result
+
+Invoke = Callable[..., Result]
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def all_ids(client: TestClient, path: str) -> list[str]:
+    return [item["id"] for item in client.get(path, params={"limit": 200}).json()["items"]]
+
+
+def test_ls_json_lists_every_accelerator(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli("catalog", "ls", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [a["id"] for a in json.loads(result.stdout)] == all_ids(client, "/v1/accelerators")
+
+
+def test_ls_models_filters_and_table(ridgeline_cli: Invoke, client: TestClient) -> None:
+    moe = json.loads(ridgeline_cli("catalog", "ls", "models", "--moe", "--json").stdout)
+    expected = [m["id"] for m in client.get("/v1/models", params={"moe": "true"}).json()["items"]]
+    assert [m["id"] for m in moe] == expected and moe
+    table = ridgeline_cli("catalog", "ls", "models")
+    assert table.exit_code == 0 and "llama-3.1-70b" in table.stdout
+
+
+def test_ls_csv_has_a_row_per_accelerator(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli("catalog", "ls", "--vendor", "NVIDIA", "--csv")
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("id,")
+    expected = client.get("/v1/accelerators", params={"vendor": "NVIDIA", "limit": 200}).json()
+    assert len(lines) - 1 == len(expected["items"]) > 0
+
+
+def test_show_finds_accelerators_and_models(ridgeline_cli: Invoke, client: TestClient) -> None:
+    h100 = json.loads(ridgeline_cli("catalog", "show", "h100-sxm", "--json").stdout)
+    assert h100 == client.get("/v1/accelerators/h100-sxm").json()
+    model = json.loads(ridgeline_cli("catalog", "show", "llama-3.1-8b", "--json").stdout)
+    assert model["total_params"] == client.get("/v1/models/llama-3.1-8b").json()["total_params"]
+    missing = ridgeline_cli("catalog", "show", "nothing-here")
+    assert missing.exit_code == 1 and "nothing-here" in missing.stderr
+
+
+def test_import_hf_writes_locally_without_a_key(ridgeline_cli: Invoke, client: TestClient) -> None:
+    config = DATA / "hf_configs" / "Qwen--Qwen3-8B.json"
+    result = ridgeline_cli(
+        "catalog", "import-hf", str(config), "--id", "my-qwen3-8b", "--hf-repo", "Qwen/Qwen3-8B",
+        "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    created = json.loads(result.stdout)
+    stored = client.get("/v1/models/my-qwen3-8b").json()
+    assert created["total_params"] == stored["total_params"] > 0
+    assert stored["hf_repo"] == "Qwen/Qwen3-8B"
+    again = ridgeline_cli("catalog", "import-hf", str(config), "--id", "my-qwen3-8b")
+    assert again.exit_code == 1 and "409" in again.stderr
+
+
+def test_calibrate_reports_a_bad_row(ridgeline_cli: Invoke, tmp_path: Path) -> None:
+    bad = tmp_path / "gemm.csv"
+    bad.write_text("dtype,m,n,k,latency_ms\nbf16,16,4096,4096,0.02\nbf16,16,4096,x,0.03\n")
+    result = ridgeline_cli("calibrate", str(bad), "--accelerator", "h100-sxm")
+    assert result.exit_code == 1
+    assert "row 2" in result.stderr and "k" in result.stderr
+
+
+def test_calibrate_stores_a_profile(
+    ridgeline_cli: Invoke, app: FastAPI, client: TestClient
+) -> None:
+    if "/v1/calibrations" not in {getattr(r, "path", "") for r in app.routes}:
+        pytest.skip("POST /v1/calibrations is not served by this build")
+    path = DATA / "benchmarks" / "h100_gemm_subset.csv"
+    result = ridgeline_cli("calibrate", str(path), "-a", "h100-sxm", "--name", "gemm", "--json")
+    assert result.exit_code == 0, result.stderr
+    profile = json.loads(result.stdout)
+    assert profile["accelerator"] == "h100-sxm" and profile["name"] == "gemm"
+    stored = client.get(f"/v1/calibrations/{profile['id']}").json()
+    assert stored["id"] == profile["id"]
+    assert stored["fit"]["n_measurements"] == len(path.read_text().strip().splitlines()) - 1
