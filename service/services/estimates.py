@@ -140,54 +140,72 @@ _POINT_FLOATS = (
 
 def _points(result: EstimateResult, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Turn the engine's columns into one JSON object per batch size (columns converted once)."""
-    c = {name: json_floats(getattr(result, name)) for name in _POINT_FLOATS}
-    decode_bound = result.decode_bound.tolist()
-    prefill_bound = result.prefill_bound.tolist()
-    fits = result.fits.tolist()
+    columns = [json_floats(getattr(result, name)) for name in _POINT_FLOATS]
     return [
         {
             "batch_size": batch,
-            "running_batch_size": c["running_batch_size"][i],
-            "ttft_ms": c["ttft_ms"][i],
-            "tpot_ms": c["tpot_ms"][i],
-            "e2e_latency_ms": c["e2e_latency_ms"][i],
-            "queue_wait_ms": c["queue_wait_ms"][i],
-            "output_tokens_per_s": c["output_tokens_per_s"][i],
-            "total_tokens_per_s": c["total_tokens_per_s"][i],
-            "requests_per_s": c["requests_per_s"][i],
-            "output_tokens_per_s_per_gpu": c["output_tokens_per_s_per_gpu"][i],
-            "decode": {
-                "arithmetic_intensity_flop_per_byte": c[
-                    "decode_arithmetic_intensity_flop_per_byte"
-                ][i],
-                "bound": decode_bound[i],
-            },
-            "prefill": {
-                "arithmetic_intensity_flop_per_byte": c[
-                    "prefill_arithmetic_intensity_flop_per_byte"
-                ][i],
-                "bound": prefill_bound[i],
-            },
+            "running_batch_size": running,
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "e2e_latency_ms": e2e,
+            "queue_wait_ms": queue,
+            "output_tokens_per_s": output_tps,
+            "total_tokens_per_s": total_tps,
+            "requests_per_s": rps,
+            "output_tokens_per_s_per_gpu": output_tps_gpu,
+            "decode": {"arithmetic_intensity_flop_per_byte": decode_ai, "bound": decode_bound},
+            "prefill": {"arithmetic_intensity_flop_per_byte": prefill_ai, "bound": prefill_bound},
             "memory": {
-                "weights_gb": c["weights_gb"][i],
-                "kv_cache_gb": c["kv_cache_gb"][i],
-                "activations_gb": c["activations_gb"][i],
-                "runtime_overhead_gb": c["runtime_overhead_gb"][i],
-                "total_gb": c["total_gb"][i],
-                "capacity_gb": c["capacity_gb"][i],
-                "usable_gb": c["usable_gb"][i],
-                "fits": fits[i],
+                "weights_gb": weights,
+                "kv_cache_gb": kv,
+                "activations_gb": activations,
+                "runtime_overhead_gb": runtime,
+                "total_gb": total,
+                "capacity_gb": capacity,
+                "usable_gb": usable,
+                "fits": fits,
             },
             "cost": {
-                "usd_per_million_output_tokens": c["usd_per_million_output_tokens"][i],
-                "usd_per_million_input_tokens": c["usd_per_million_input_tokens"][i],
+                "usd_per_million_output_tokens": usd_out,
+                "usd_per_million_input_tokens": usd_in,
             },
-            "energy": {
-                "per_output_token_j": c["energy_per_output_token_j"][i],
-                "per_token_j": c["energy_per_token_j"][i],
-            },
+            "energy": {"per_output_token_j": j_out, "per_token_j": j_all},
         }
-        for i, batch in enumerate(batch_sizes)
+        for (  # batch size, then _POINT_FLOATS in order, then the bounds and fits
+            batch,
+            running,
+            ttft,
+            tpot,
+            e2e,
+            queue,
+            output_tps,
+            total_tps,
+            rps,
+            output_tps_gpu,
+            decode_ai,
+            prefill_ai,
+            weights,
+            kv,
+            activations,
+            runtime,
+            total,
+            capacity,
+            usable,
+            usd_out,
+            usd_in,
+            j_out,
+            j_all,
+            decode_bound,
+            prefill_bound,
+            fits,
+        ) in zip(
+            batch_sizes,
+            *columns,
+            result.decode_bound.tolist(),
+            result.prefill_bound.tolist(),
+            result.fits.tolist(),
+            strict=True,
+        )
     ]
 
 
