@@ -13,12 +13,26 @@ WIDTH, HEIGHT = 560, 380
 
 
 def frontier_rows(data: FrontierData) -> list[dict[str, Any]]:
-    """Flatten the frontier into one row per (accelerator, configuration)."""
-    return [
-        {**point, "accelerator": accelerator}
-        for accelerator, points in data.frontier.items()
-        for point in points
-    ]
+    """Flatten the plan frontier into one row per (accelerator, configuration)."""
+    rows = []
+    for accelerator, points in data.frontier.items():
+        for point in points:
+            layout = point.get("parallelism") or {}
+            precision = point.get("precision") or {}
+            model = point.get("model", data.model_ids[0] if data.model_ids else "")
+            rows.append(
+                {
+                    **{k: v for k, v in point.items() if not isinstance(v, dict)},
+                    "accelerator": accelerator,
+                    "series": accelerator
+                    if len(data.model_ids) < 2
+                    else f"{accelerator} · {model}",
+                    "tp": layout.get("tp", 1),
+                    "precision": "/".join(str(v) for v in precision.values()),
+                    "slo": "meets targets" if point.get("meets_slo", True) else "misses targets",
+                }
+            )
+    return rows
 
 
 def frontier_chart(data: FrontierData) -> alt.LayerChart:
@@ -30,12 +44,13 @@ def frontier_chart(data: FrontierData) -> alt.LayerChart:
         scale=alt.Scale(type="log"),
         title="output tokens/s per GPU",
     )
-    color = alt.Color("accelerator:N", title="accelerator")
+    color = alt.Color("series:N", title="accelerator")
     tooltip = [
         alt.Tooltip("accelerator:N"),
         alt.Tooltip("tp:Q"),
         alt.Tooltip("precision:N"),
         alt.Tooltip("concurrency:Q"),
+        alt.Tooltip("slo:N", title="latency targets"),
         alt.Tooltip("tokens_per_s_per_user:Q", format=",.1f"),
         alt.Tooltip("output_tokens_per_s_per_gpu:Q", format=",.1f"),
     ]
@@ -43,12 +58,25 @@ def frontier_chart(data: FrontierData) -> alt.LayerChart:
     subtitle = (
         f"no configuration meets the targets on: {', '.join(missing)}"
         if missing
-        else "each point is a layout and concurrency no other beats on both axes"
+        else "points: layouts and concurrencies no other beats on both axes; hollow: misses targets"
     )
     layers: list[alt.Chart] = [
         alt.Chart(inline(rows))
-        .mark_line(point=alt.OverlayMarkDef(filled=True, size=50))
-        .encode(x=x, y=y, color=color, order="tokens_per_s_per_user:Q", tooltip=tooltip)
+        .mark_line()
+        .encode(x=x, y=y, color=color, order="tokens_per_s_per_user:Q"),
+        alt.Chart(inline(rows))
+        .mark_point(size=60)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            fill=alt.condition(
+                alt.datum.slo == "meets targets",
+                alt.Fill("series:N", legend=None),
+                alt.value("white"),
+            ),
+            tooltip=tooltip,
+        ),
     ]
     if not rows:
         layers = [
@@ -60,5 +88,5 @@ def frontier_chart(data: FrontierData) -> alt.LayerChart:
         layer=layers,
         width=WIDTH,
         height=HEIGHT,
-        title=alt.Title(f"Throughput frontier: {data.model_id}", subtitle=subtitle),
+        title=alt.Title(f"Throughput frontier: {', '.join(data.model_ids)}", subtitle=subtitle),
     )

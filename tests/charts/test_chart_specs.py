@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from service.charts.frontier import frontier_chart
+from service.charts.frontier import frontier_chart, frontier_rows
 from service.charts.render import render
 from service.charts.roofline import plotted_operators, roofline_chart
-from service.charts.sources import FrontierData, RooflineData, SweepData, pareto_frontier
+from service.charts.sources import FrontierData, RooflineData, SweepData
 from service.charts.style import to_spec
 from service.charts.sweep import memory_limit, sweep_chart, sweep_rows
 
@@ -119,17 +119,23 @@ def test_memory_limit_falls_back_to_largest_fitting_point() -> None:
     assert b"memory limit 4" in svg
 
 
-def test_pareto_frontier_keeps_only_undominated_points() -> None:
-    points = [
-        {"tokens_per_s_per_user": 100.0, "output_tokens_per_s_per_gpu": 10.0},
-        {"tokens_per_s_per_user": 50.0, "output_tokens_per_s_per_gpu": 200.0},
-        {"tokens_per_s_per_user": 40.0, "output_tokens_per_s_per_gpu": 150.0},  # dominated
-        {"tokens_per_s_per_user": 20.0, "output_tokens_per_s_per_gpu": 300.0},
-    ]
-    kept = pareto_frontier(points)
-    assert [p["tokens_per_s_per_user"] for p in kept] == [100.0, 50.0, 20.0]
-
-
 def test_empty_frontier_says_so() -> None:
-    svg = render(to_spec(frontier_chart(FrontierData("tiny", {"chip": []}))), "svg")
+    svg = render(to_spec(frontier_chart(FrontierData(["tiny"], {"chip": []}))), "svg")
     assert b"no configuration meets the targets" in svg
+
+
+def test_frontier_marks_points_that_miss_the_targets() -> None:
+    point = {
+        "model": "tiny",
+        "parallelism": {"tp": 2, "pp": 1, "ep": 1},
+        "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"},
+        "concurrency": 8,
+        "tokens_per_s_per_user": 50.0,
+        "output_tokens_per_s_per_gpu": 300.0,
+        "meets_slo": False,
+    }
+    rows = frontier_rows(FrontierData(["tiny"], {"chip": [point]}))
+    assert rows[0]["tp"] == 2 and rows[0]["precision"] == "fp8/fp8/bf16"
+    assert rows[0]["slo"] == "misses targets" and rows[0]["series"] == "chip"
+    two_models = frontier_rows(FrontierData(["tiny", "big"], {"chip": [point]}))
+    assert two_models[0]["series"] == "chip · tiny"

@@ -6,10 +6,14 @@ import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from service.api.deps import ReadAccess, SessionDep
+from service.api.routers.planning import get_planning, plan_spec
 from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
 from service.api.schemas.common import Dtype
+from service.api.schemas.planning import PlanRequest
 from service.charts.frontier import frontier_chart
 from service.charts.render import MEDIA_TYPES, ChartFormat, render
 from service.charts.roofline import roofline_chart
@@ -24,17 +28,16 @@ from service.engine.errors import (
 )
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
-from service.engine.workloads import WORKLOADS, Workload
 from service.services.errors import FieldError
 from service.services.estimates import AnalysisService, AnalysisTarget
+from service.services.planning import PlanningService
 
 router = APIRouter(prefix="/v1/charts", tags=["charts"])
 
 MAX_ROOFLINE_BATCHES = 8
 MAX_SWEEP_POINTS = 64
-MAX_FRONTIER_ACCELERATORS = 8
+MAX_FRONTIER_MODELS = 4
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
-DEFAULT_FRONTIER_ACCELERATORS = "h100-sxm,h200-sxm,mi300x"
 
 Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
@@ -56,6 +59,7 @@ def get_analysis(session: SessionDep) -> AnalysisService:
 
 
 AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
+PlanningDep = Annotated[PlanningService, Depends(get_planning, scope="function")]
 
 
 def parse_int_list(field: str, raw: str, *, low: int, high: int, most: int) -> list[int]:
@@ -207,49 +211,76 @@ def sweep(
     return chart_response(to_spec(sweep_chart(data)), fmt)
 
 
+def _precision_list(raw: str) -> list[dict[str, str]]:
+    """Parse ``"bf16,fp8/fp8"``: each item is weights[/activations[/kv_cache]]."""
+    roles = ("weights", "activations", "kv_cache")
+    items = []
+    for token in (t.strip() for t in raw.split(",")):
+        parts = token.split("/") if token else []
+        if not 1 <= len(parts) <= len(roles):
+            raise FieldError(
+                "precisions", f"expected weights[/activations[/kv_cache]], got {token!r}"
+            )
+        items.append(dict(zip(roles, parts, strict=False)))
+    return items
+
+
 @router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess])
 def frontier(
-    analysis: AnalysisDep,
-    models: Annotated[str, Query(min_length=1, max_length=100, description="One model id.")],
-    accelerators: Annotated[str, Query(max_length=400)] = DEFAULT_FRONTIER_ACCELERATORS,
+    planning: PlanningDep,
+    models: Annotated[str, Query(max_length=400, description="Comma-separated model ids.")],
+    accelerators: Annotated[
+        str | None, Query(max_length=2000, description="Comma-separated; default: the catalog.")
+    ] = None,
     workload: Annotated[str | None, Query(max_length=50)] = None,
-    input_tokens: Annotated[int | None, Query(ge=1, le=MAX_TOKENS)] = None,
-    output_tokens: Annotated[int | None, Query(ge=1, le=MAX_TOKENS)] = None,
-    ttft_ms_max: Annotated[float | None, Query(gt=0)] = None,
-    tpot_ms_max: Annotated[float | None, Query(gt=0)] = None,
-    weights: Dtype = "bf16",
-    activations: ActivationDtype = "bf16",
-    kv_cache: Dtype = "bf16",
-    max_gpus_per_replica: Annotated[int, Query(ge=1, le=64)] = 8,
+    input_tokens: Annotated[int | None, Query()] = None,
+    output_tokens: Annotated[int | None, Query()] = None,
+    ttft_ms_max: Annotated[float | None, Query()] = None,
+    tpot_ms_max: Annotated[float | None, Query()] = None,
+    objective: Annotated[str | None, Query(max_length=50)] = None,
+    requests_per_s: Annotated[float | None, Query()] = None,
+    precisions: Annotated[
+        str | None, Query(max_length=400, description="e.g. bf16,fp8/fp8 (weights/activations).")
+    ] = None,
+    max_gpus_per_replica: Annotated[int | None, Query()] = None,
+    tp: Annotated[str | None, Query(max_length=100, description="e.g. 1,2,4,8")] = None,
+    mode: Annotated[str | None, Query(max_length=20)] = None,
+    backend: Annotated[str | None, Query(max_length=50)] = None,
+    calibration: Annotated[str | None, Query(max_length=100)] = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw tokens/s per user against tokens/s per GPU on each accelerator's frontier."""
-    model_ids = parse_slug_list("models", models, most=1)
-    accelerator_ids = parse_slug_list("accelerators", accelerators, most=MAX_FRONTIER_ACCELERATORS)
-    preset = _workload(workload)
+    """Draw tokens/s per user against tokens/s per GPU from the plan's frontier."""
+    body: dict[str, Any] = {
+        "models": parse_slug_list("models", models, most=MAX_FRONTIER_MODELS),
+        "workload": workload,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "objective": objective,
+        "requests_per_s": requests_per_s,
+        "max_gpus_per_replica": max_gpus_per_replica,
+        "mode": mode,
+        "backend": backend,
+        "calibration": calibration,
+    }
+    if accelerators is not None:
+        body["accelerators"] = parse_slug_list("accelerators", accelerators, most=64)
+    if precisions is not None:
+        body["precisions"] = _precision_list(precisions)
+    if tp is not None:
+        body["tp"] = parse_int_list("tp", tp, low=1, high=1024, most=16)
+    slo = {
+        name: value
+        for name, value in (("ttft_ms_max", ttft_ms_max), ("tpot_ms_max", tpot_ms_max))
+        if value is not None
+    }
+    if slo:
+        body["slo"] = slo
     try:
-        data = frontier_data(
-            analysis.catalog,
-            model_id=model_ids[0],
-            accelerator_ids=accelerator_ids,
-            input_tokens=input_tokens or (preset.input_tokens if preset else 1024),
-            output_tokens=output_tokens or (preset.output_tokens if preset else 256),
-            precisions=[Precision(weights=weights, activations=activations, kv_cache=kv_cache)],
-            max_gpus_per_replica=max_gpus_per_replica,
-            ttft_ms_max=ttft_ms_max or (preset.ttft_ms_max if preset else None),
-            tpot_ms_max=tpot_ms_max or (preset.tpot_ms_max if preset else None),
-        )
+        request = PlanRequest.model_validate({k: v for k, v in body.items() if v is not None})
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from exc
+    try:
+        data = frontier_data(planning, plan_spec(request))
     except EngineError as exc:
         raise _engine_field_error(exc) from exc
     return chart_response(to_spec(frontier_chart(data)), fmt)
-
-
-def _workload(workload_id: str | None) -> Workload | None:
-    """Return the named workload preset; FieldError for an unknown name."""
-    if workload_id is None:
-        return None
-    if workload_id not in WORKLOADS:
-        raise FieldError(
-            "workload", f"unknown workload {workload_id!r}; one of {', '.join(WORKLOADS)}"
-        )
-    return WORKLOADS[workload_id]
