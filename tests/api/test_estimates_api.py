@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from service.api.schemas.analysis import EstimateResponse
 from service.engine.estimate import estimate
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
@@ -55,6 +56,7 @@ def post(client: TestClient, **overrides: Any) -> dict[str, Any]:
 
 def test_contract_fields_with_units(client: TestClient) -> None:
     answer = post(client, backend="trtllm")
+    EstimateResponse.model_validate(answer)  # the documented response schema holds
     assert answer["model"] == "llama-3.1-8b" and answer["accelerator"] == "h100-sxm"
     assert answer["calibration"] is None and answer["backend"] == "trtllm"
     assert answer["mode"] == "static"

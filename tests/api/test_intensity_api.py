@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from service.api.schemas.analysis import IntensityResponse
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.roofline import analyze_intensity
@@ -37,6 +38,7 @@ def post(client: TestClient, **overrides: Any) -> dict[str, Any]:
 
 def test_contract_fields_and_defaults(client: TestClient) -> None:
     answer = post(client)
+    IntensityResponse.model_validate(answer)  # the documented response schema holds
     assert answer["model"] == "llama-3.1-70b" and answer["accelerator"] == "h100-sxm"
     assert answer["precision"] == {"weights": "bf16", "activations": "bf16", "kv_cache": "bf16"}
     assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1}

@@ -258,7 +258,7 @@ def post_estimates(
 @router.post(
     "/estimates/batch",
     response_model=EstimateBatchResponse,
-    responses=ERROR_RESPONSES,
+    responses={422: ERROR_RESPONSES[422]},
     dependencies=[ReadAccess],
 )
 def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> Response:
