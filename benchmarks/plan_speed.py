@@ -72,12 +72,19 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def _percentiles(times: list[float]) -> tuple[float, float]:
     ordered = sorted(times)
     return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
 
 
-def _engine_times(body: dict[str, Any]) -> tuple[list[float], int, int]:
+def _engine_times(body: dict[str, Any]) -> tuple[list[float], list[float], int, int]:
     """Time the search alone (engine ``plan``) on the same candidates, catalog from YAML."""
     accs = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
     models = {str(r["id"]): model_from_record(r) for r in load_model_records()}
@@ -97,23 +104,27 @@ def _engine_times(body: dict[str, Any]) -> tuple[list[float], int, int]:
         requests_per_s=40.0,
     )
     result = plan(candidates, question)
-    times = []
+    times, cpu = [], []
     for _ in range(REPEATS):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         plan(candidates, question)
         times.append((time.perf_counter() - start) * 1e3)
-    return times, result.candidates_evaluated, result.points_evaluated
+        cpu.append((time.process_time() - start_cpu) * 1e3)
+    return times, cpu, result.candidates_evaluated, result.points_evaluated
 
 
-async def _http_times(client: httpx.AsyncClient, body: dict[str, Any]) -> list[float]:
+async def _http_times(
+    client: httpx.AsyncClient, body: dict[str, Any]
+) -> tuple[list[float], list[float]]:
     (await client.post("/v1/plans", json=body)).raise_for_status()
-    times = []
+    times, cpu = [], []
     for _ in range(REPEATS):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         response = await client.post("/v1/plans", json=body)
         times.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.process_time() - start_cpu) * 1e3)
         response.raise_for_status()
-    return times
+    return times, cpu
 
 
 async def _run(data_dir: Path) -> list[str]:
@@ -123,10 +134,17 @@ async def _run(data_dir: Path) -> list[str]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             for name, body in CASES:
-                http = _percentiles(await _http_times(client, body))
-                engine_times, evaluated, points = _engine_times(body)
-                engine = _percentiles(engine_times)
-                cells = " ".join(f"{c:>9.1f}" for c in (*http, *engine))
+                http_wall, http_cpu = await _http_times(client, body)
+                engine_wall, engine_cpu, evaluated, points = _engine_times(body)
+                cells = " ".join(
+                    f"{c:>9.1f}"
+                    for c in (
+                        *_percentiles(http_wall),
+                        statistics.median(http_cpu),
+                        *_percentiles(engine_wall),
+                        statistics.median(engine_cpu),
+                    )
+                )
                 rows.append(f"{name:<28} {evaluated:>5} {points:>6} {cells}")
     return rows
 
@@ -142,10 +160,12 @@ def main() -> None:
         "cheap checks (layout, dtype peak, memory); 'points' = concurrency levels estimated.",
         f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
         f" numpy {np.__version__}. {REPEATS} runs per column after one warm-up.",
-        "Target: <= 100 ms p50 over HTTP.",
+        "Target: <= 100 ms p50 over HTTP. 'cpu p50' is this process's CPU time per run, less",
+        "sensitive than wall time to other processes sharing the 2 cores.",
+        f"Load average (1, 5, 15 min) when the run ended: {_load()}.",
         "",
         f"{'case (ms)':<28} {'eval':>5} {'points':>6} {'http p50':>9} {'http p95':>9}"
-        f" {'eng p50':>9} {'eng p95':>9}",
+        f" {'http cpu':>9} {'eng p50':>9} {'eng p95':>9} {'eng cpu':>9}",
         *rows,
     ]
     text = "\n".join(lines) + "\n"
