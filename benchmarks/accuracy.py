@@ -87,11 +87,19 @@ class Coverage:
             self.hits.setdefault(f"{label} {metric}", []).extend(inside.tolist())
 
     def rows(self) -> list[list[str]]:
-        """Table rows: label, n, coverage."""
+        """Table rows: label, n, coverage (each also recorded against the 70–90% target)."""
+        for k, v in self.hits.items():
+            check(f"coverage {k}, %", 100 * float(np.mean(v)), 70.0, 90.0)
         return [[k, str(len(v)), f"{100 * np.mean(v):.0f}%"] for k, v in self.hits.items()]
 
 
 COVERAGE = Coverage()
+CHECKS: list[tuple[str, float, float, float]] = []  # (what, value, low, high)
+
+
+def check(what: str, value: float, low: float, high: float) -> None:
+    """Record a number against its target range for the summary table."""
+    CHECKS.append((what, value, low, high))
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,6 +127,8 @@ def gemm_section(h100: Accelerator) -> None:
         before = error_stats(batch.predict_ms(h100, PRIOR, DEFAULT_EFFICIENCY), batch.measured_ms)
         after = error_stats(batch.predict_ms(h100, result.values, result.base), batch.measured_ms)
         rows.append([dtype, str(before.n), fmt(before), fmt(after)])
+        if dtype == "all":
+            check("GEMM held-out shapes, MdAPE %", after.mdape_pct, 0.0, 10.0)
     table(["dtype", "n test", "uncalibrated", "calibrated (held-out shapes)"], rows)
     fitted = {k: v for k, v in result.parameters.items() if k.startswith("gemm_")}
     out(
@@ -173,16 +183,18 @@ def _heldout_rows(
     return rows, pooled
 
 
+TARGETS = {"static.latency_ms": 12.0, "serving.tpot_ms": 10.0, "serving.ttft_ms": 25.0}
+
+
 def _pooled_row(
     name: str, pooled: dict[str, tuple[list[float], list[float], list[float]]]
 ) -> list[str]:
     n = len(next(iter(pooled.values()))[2])
     row = [f"**{name}**", str(n)]
-    for before, after, measured in pooled.values():
-        row += [
-            f"**{fmt(error_stats(before, measured))}**",
-            f"**{fmt(error_stats(after, measured))}**",
-        ]
+    for metric, (before, after, measured) in pooled.items():
+        calibrated = error_stats(after, measured)
+        row += [f"**{fmt(error_stats(before, measured))}**", f"**{fmt(calibrated)}**"]
+        check(f"{name} {metric}, MdAPE %", calibrated.mdape_pct, 0.0, TARGETS[metric])
     return row
 
 
@@ -305,13 +317,15 @@ def transfer_section(
             calibrated = moved.predict(mine, acc, shapes)
             uncalibrated = predict_runs(mine, acc, shapes, PRIOR, DEFAULT_EFFICIENCY)
             COVERAGE.add(f"transfer {backend} → {target}", moved, calibrated, transferred=True)
+            after = error_stats(calibrated.predicted, calibrated.measured)
+            check(f"transfer {backend} → {target}, MdAPE %", after.mdape_pct, 0.0, 20.0)
             rows.append(
                 [
                     f"{backend} → {target}",
                     str(len(mine)),
                     ", ".join(sorted({r.model for r in mine})),
                     fmt(error_stats(uncalibrated.predicted, uncalibrated.measured)),
-                    fmt(error_stats(calibrated.predicted, calibrated.measured)),
+                    fmt(after),
                 ]
             )
     table(
@@ -352,6 +366,8 @@ def timing_section(
             start = time.perf_counter()
             fit(data, h100, shapes, cross_validate=cv)
             best = min(best, time.perf_counter() - start)
+        if not cv:
+            check("fit time, 10,000 measurements, s", best, 0.0, 5.0)
         kinds: dict[str, int] = {}
         for m in data:
             kinds[m.kind] = kinds.get(m.kind, 0) + 1
@@ -365,6 +381,31 @@ def timing_section(
         )
     table(["measurements", "by kind", "cross-validation", "wall time"], rows)
     out("Target: < 5 s for the fit itself (cross-validation off; it refits every fold).")
+    out()
+
+
+def summary_section() -> None:
+    """Every number with a target: met or missed."""
+    out("## 8. Targets")
+    out()
+    rows = [
+        [what, f"{value:.1f}", f"{low:g}–{high:g}", "met" if low <= value <= high else "**missed**"]
+        for what, value, low, high in CHECKS
+    ]
+    table(["what", "value", "target", ""], rows)
+    out(
+        "What limits the misses, where there are any: serving TTFT includes queueing for a "
+        "slot, which the engine models only through KV-capacity admission and a fitted "
+        "admission wait, and some runs show long queues (SOURCES.md: serving data is noisy); "
+        "held-out (backend, tp) groups with one or a few rows (vLLM tp1 is a single fp8 run; "
+        "SGLang tp1 is another release, 0.5.8) cannot be predicted from the other layouts; "
+        "Mixtral-8x7B is the only MoE model, so leaving it out extrapolates from dense models; "
+        "the A100 memory size (40 vs 80 GB, 1.555 vs 2.039 TB/s) is not stated by the source; the "
+        "transfer widening is one fixed prior (±10% log-spread, intervals.py), not fitted per "
+        "target, so it over-covers where the transfer is accurate and under-covers where it is "
+        "not. "
+        "No parameter was tuned on a test split."
+    )
     out()
 
 
@@ -390,6 +431,7 @@ def main() -> None:
     transfer_section(accs, shapes, aliases)
     coverage_section()
     timing_section(accs, shapes, aliases)
+    summary_section()
     out(f"Total benchmark time: {time.perf_counter() - started:.0f} s.")
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text("\n".join(lines) + "\n")
