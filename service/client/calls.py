@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from service.api.schemas.accelerators import Accelerator
 from service.api.schemas.analysis import EstimateResponse, IntensityResponse
@@ -57,7 +58,9 @@ def to_json(body: Body | None, fields: Mapping[str, Any]) -> dict[str, Any]:
     else:
         data = dict(body or {})
     data.update(fields)
-    return data
+    # Values may be API models taken from earlier answers (e.g. a plan's parallelism).
+    encoded: dict[str, Any] = to_jsonable_python(data, by_alias=True)
+    return encoded
 
 
 def _segment(value: str) -> str:

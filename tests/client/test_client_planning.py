@@ -48,3 +48,23 @@ def test_chart_bytes_equal_the_api(ridgeline: Ridgeline, client: TestClient) -> 
     assert spec == raw.content
     svg = ridgeline.chart("roofline", "svg", **params)
     assert svg.lstrip().startswith(b"<svg") or b"<svg" in svg[:500]
+
+
+def test_answer_models_can_be_sent_back(ridgeline: Ridgeline) -> None:
+    best = ridgeline.plan(PLAN).configurations[0]
+    common = {
+        "model": best.model,
+        "accelerator": best.accelerator,
+        "mode": "serving",
+        "input_tokens": 1000,
+        "output_tokens": 200,
+        "batch_sizes": [best.concurrency],
+    }
+    from_models = ridgeline.estimate(common, parallelism=best.parallelism, precision=best.precision)
+    from_dicts = ridgeline.estimate(
+        common,
+        parallelism=best.parallelism.model_dump(),
+        precision=best.precision.model_dump(),
+    )
+    assert from_models == from_dicts
+    assert from_models.parallelism == best.parallelism
