@@ -28,6 +28,14 @@ class Settings(BaseSettings):
     api_key_pepper: str = DEV_API_KEY_PEPPER
     require_key_for_reads: bool = False
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    # Per-client token buckets (per worker process); generous so only abuse is refused.
+    rate_limit_enabled: bool = True
+    rate_limit_estimates_per_s: float = Field(default=200.0, gt=0)
+    rate_limit_estimates_burst: int = Field(default=400, ge=1)
+    rate_limit_calibrations_per_s: float = Field(default=1.0, gt=0)
+    rate_limit_calibrations_burst: int = Field(default=20, ge=1)
+    # Wall-clock budget of one calibration fit (applied by the calibration service).
+    fit_time_budget_s: float = Field(default=20.0, gt=0)
     log_level: str = "INFO"
     environment: Literal["development", "test", "production"] = "development"
 
