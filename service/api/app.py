@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from service.api.limits import install_limits
 from service.api.logs import configure_logging
 from service.api.metrics import RequestMetrics
 from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
@@ -58,6 +59,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Rate limits sit inside the request context (429s get request ids) and before the body.
+    install_limits(app, settings)
     app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)
     return app
 

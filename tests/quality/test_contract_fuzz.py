@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -98,20 +97,7 @@ CONFIG = {
 def document_app() -> FastAPI:
     """An app used only to serve its OpenAPI document (its database is never opened)."""
     unused = Path("unused-fuzz-schema.db")
-    return _tmp_create(Settings(database_url=f"sqlite:///{unused}", environment="test"))
-
-
-def _tmp_create(settings: Settings) -> FastAPI:
-    from service.api.limits import install_limits
-
-    a = create_app(settings)
-    install_limits(a, settings)
-    return a
-
-
-@pytest.fixture
-def app(settings: Settings) -> FastAPI:
-    return _tmp_create(settings)
+    return create_app(Settings(database_url=f"sqlite:///{unused}", environment="test"))
 
 
 schema = schemathesis.openapi.from_asgi(
