@@ -34,14 +34,13 @@ from service.engine.calibration.measurements import (
     ServingMeasurement,
     StaticMeasurement,
 )
-from service.engine.calibration.profile import initial_values
 from service.engine.calibration.quality import ErrorStats, error_stats
 from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
 RESULT = Path(__file__).resolve().parent / "results" / "accuracy.md"
-PRIOR = initial_values(DEFAULT_EFFICIENCY)
+PRIOR = DEFAULT_EFFICIENCY
 Run = StaticMeasurement | ServingMeasurement
 
 lines: list[str] = []
@@ -124,8 +123,8 @@ def gemm_section(h100: Accelerator) -> None:
     for dtype in ("bf16", "fp8", "all"):
         sel = [m for m in test if dtype in ("all", m.dtype)]
         batch = KernelBatch(sel)
-        before = error_stats(batch.predict_ms(h100, PRIOR, DEFAULT_EFFICIENCY), batch.measured_ms)
-        after = error_stats(batch.predict_ms(h100, result.values, result.base), batch.measured_ms)
+        before = error_stats(batch.predict_ms(h100, PRIOR), batch.measured_ms)
+        after = error_stats(batch.predict_ms(h100, result.efficiency), batch.measured_ms)
         rows.append([dtype, str(before.n), fmt(before), fmt(after)])
         if dtype == "all":
             check("GEMM held-out shapes, MdAPE %", after.mdape_pct, 0.0, 10.0)
@@ -167,8 +166,8 @@ def _heldout_rows(
     }
     for name, train, test in folds:
         result = fit([*kernels, *train], accelerator, shapes, cross_validate=True)
-        calibrated = predict_runs(test, accelerator, shapes, result.values, result.base)
-        uncalibrated = predict_runs(test, accelerator, shapes, PRIOR, DEFAULT_EFFICIENCY)
+        calibrated = predict_runs(test, accelerator, shapes, result.efficiency)
+        uncalibrated = predict_runs(test, accelerator, shapes, PRIOR)
         COVERAGE.add(coverage_label, result, calibrated, transferred=False)
         row = [name, str(len(test))]
         for metric in metrics:
@@ -315,7 +314,7 @@ def transfer_section(
             acc = accs[target]
             moved = result.transfer_to(acc)
             calibrated = moved.predict(mine, acc, shapes)
-            uncalibrated = predict_runs(mine, acc, shapes, PRIOR, DEFAULT_EFFICIENCY)
+            uncalibrated = predict_runs(mine, acc, shapes, PRIOR)
             COVERAGE.add(f"transfer {backend} → {target}", moved, calibrated, transferred=True)
             after = error_stats(calibrated.predicted, calibrated.measured)
             check(f"transfer {backend} → {target}, MdAPE %", after.mdape_pct, 0.0, 20.0)

@@ -6,35 +6,60 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Compute dtypes that run on the low-precision (8-bit and narrower) tensor-core path.
+# Compute dtypes that run on the low-precision (8-bit and narrower) tensor-core path; KV caches
+# in these dtypes are read by the 8-bit attention kernels.
 LOW_PRECISION_COMPUTE = frozenset({"fp8", "int8", "fp4", "int4"})
+DTYPE_GROUPS: tuple[str, ...] = ("bf16", "fp8")
+
+
+def dtype_group(dtype: str) -> str:
+    """Return the kernel family of a dtype: ``fp8`` for 8-bit and narrower, else ``bf16``."""
+    return "fp8" if dtype in LOW_PRECISION_COMPUTE else "bf16"
 
 
 @dataclass(frozen=True, slots=True)
 class EfficiencyParams:
     """Fractions of spec-sheet peaks and fixed latencies that real kernels and engines reach.
 
-    Defaults are priors, each with its source; a calibration profile replaces them.
+    Defaults are priors, each with its source; a calibration profile replaces them. Fields ending
+    in ``_bf16`` / ``_fp8`` apply to 16-bit and to 8-bit-or-narrower kernels respectively.
     """
 
     # Best-shape dense GEMM as a fraction of dense peak: H100 SXM MAMF 794.5/989 = 0.80 (bf16),
     # 1402.6/1979 = 0.71 (fp8) — accelerators.md §3a, physics.md "Time".
     gemm_compute_efficiency_bf16: float = 0.80
     gemm_compute_efficiency_fp8: float = 0.71
-    # GEMM rows (m = tokens) at which achieved compute efficiency is half its maximum:
-    # eff(m) = eff_max · m / (m + m_half). Prior: the H100 bf16 table (benchmarks/h100/gemm.csv)
-    # reaches within ~10% of the best efficiency from m ≈ 512 rows, which m_half = 32 reproduces.
-    gemm_rows_half_efficiency: float = 32.0
-    # Streaming weights/activations as a fraction of HBM bandwidth (notes.md A9: 0.85–0.90).
+    # GEMM rows (m = tokens) at which compute efficiency is half its maximum: × m / (m + m_half).
+    # Prior: the H100 bf16 table (benchmarks/h100/gemm.csv) reaches within ~10% of the best
+    # efficiency from m ≈ 512 rows, which m_half = 32 reproduces; same prior for fp8.
+    gemm_half_efficiency_rows_bf16: float = 32.0
+    gemm_half_efficiency_rows_fp8: float = 32.0
+    # GEMM output columns (n per GPU) at which compute efficiency is half: × n / (n + n_half).
+    # Prior 0 (no width penalty, the uncalibrated roofline); H100 fp8 fits ≈ 2900 (fp8 n = 1024
+    # reaches ~0.4 of the n = 16384 rate in gemm.csv), bf16 ≈ 0.
+    gemm_half_efficiency_columns_bf16: float = 0.0
+    gemm_half_efficiency_columns_fp8: float = 0.0
+    # GEMM weight/activation streaming as a fraction of HBM bandwidth (notes.md A9: 0.85–0.90);
+    # H100 fits 0.88 (bf16) and 0.80 (fp8 CUTLASS kernels).
+    gemm_memory_bandwidth_efficiency_bf16: float = 0.85
+    gemm_memory_bandwidth_efficiency_fp8: float = 0.85
+    # Fixed cost of one GEMM launch: ~3–4 µs for m = 1, 1024×1024 bf16 on H100 (gemm.csv);
+    # H100 fits 4.0 µs (bf16) and 5.7 µs (fp8).
+    gemm_kernel_latency_us_bf16: float = 3.0
+    gemm_kernel_latency_us_fp8: float = 3.0
+    # Other streaming kernels (embedding gather) as a fraction of HBM bandwidth (notes.md A9).
     memory_bandwidth_efficiency: float = 0.85
-    # Decode attention KV-cache reads: FA3 decode on H100 reaches 3.1 TB/s = 0.93 of 3.35 TB/s on
-    # large batches (benchmarks/h100/decode_attention.csv); prior set a little lower, 0.90.
-    kv_bandwidth_efficiency: float = 0.90
+    # Decode attention KV-cache reads, by KV dtype: FA3 decode on H100 reaches 3.1 TB/s = 0.93 of
+    # 3.35 TB/s on large batches (benchmarks/h100/decode_attention.csv); prior 0.90 for both.
+    # H100 fits 0.89 (bf16 cache) and 0.71 (fp8 cache, dequantised in the kernel).
+    kv_bandwidth_efficiency_bf16: float = 0.90
+    kv_bandwidth_efficiency_fp8: float = 0.90
     # Causal prefill flash attention: ~670 TFLOP/s = 0.68 of 989 at 16k tokens
     # (benchmarks/h100/prefill_attention.csv; FlashAttention-3 reports a similar 75%).
     attention_compute_efficiency: float = 0.65
-    # Fixed cost of one GEMM launch: ~3–4 µs for m = 1, 1024×1024 bf16 on H100 (gemm.csv).
-    kernel_latency_us: float = 3.0
+    # Attention length (keys seen by the last query) at which attention compute efficiency is
+    # half: × L / (L + L_half). Prior 0 (no length penalty); H100 prefill tables fit ≈ 940.
+    attention_half_efficiency_tokens: float = 0.0
     # Fixed cost of one attention kernel (split-KV + combine): ~11–13 µs floor
     # in benchmarks/h100/decode_attention.csv.
     attention_kernel_latency_us: float = 12.0
@@ -42,6 +67,9 @@ class EfficiencyParams:
     layer_overhead_us: float = 8.0
     # Per-step scheduling, sampling and host work of a serving engine; prior, to be calibrated.
     step_overhead_us: float = 300.0
+    # Host work per sequence in a step (scheduling, sampling, detokenisation). Prior 0; fitted
+    # ≈ 79 µs for 2024 vLLM and ≈ 20 µs for TensorRT-LLM on the H100 end-to-end runs.
+    sequence_overhead_us: float = 0.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8 (benchmarks/h100/nccl.csv).
     collective_latency_us: float = 5.0
@@ -56,9 +84,28 @@ class EfficiencyParams:
 
     def gemm_compute_efficiency(self, compute_dtype: str) -> float:
         """Return the best-shape GEMM efficiency for a compute dtype (8-bit and below use fp8's)."""
-        if compute_dtype in LOW_PRECISION_COMPUTE:
-            return self.gemm_compute_efficiency_fp8
-        return self.gemm_compute_efficiency_bf16
+        return float(getattr(self, f"gemm_compute_efficiency_{dtype_group(compute_dtype)}"))
+
+    def gemm_half_efficiency_rows(self, compute_dtype: str) -> float:
+        """Return the GEMM row half-point for a compute dtype."""
+        return float(getattr(self, f"gemm_half_efficiency_rows_{dtype_group(compute_dtype)}"))
+
+    def gemm_half_efficiency_columns(self, compute_dtype: str) -> float:
+        """Return the GEMM output-column half-point for a compute dtype."""
+        return float(getattr(self, f"gemm_half_efficiency_columns_{dtype_group(compute_dtype)}"))
+
+    def gemm_memory_bandwidth_efficiency(self, compute_dtype: str) -> float:
+        """Return the GEMM streaming bandwidth fraction for a compute dtype."""
+        name = f"gemm_memory_bandwidth_efficiency_{dtype_group(compute_dtype)}"
+        return float(getattr(self, name))
+
+    def gemm_kernel_latency_us(self, compute_dtype: str) -> float:
+        """Return the GEMM launch latency in µs for a compute dtype."""
+        return float(getattr(self, f"gemm_kernel_latency_us_{dtype_group(compute_dtype)}"))
+
+    def kv_bandwidth_efficiency(self, kv_dtype: str) -> float:
+        """Return the KV-cache read bandwidth fraction for a KV-cache dtype."""
+        return float(getattr(self, f"kv_bandwidth_efficiency_{dtype_group(kv_dtype)}"))
 
     def to_dict(self) -> dict[str, float]:
         """Return parameters by name (the calibration parameter vector order)."""
@@ -87,20 +134,27 @@ class EfficiencyParams:
                 raise ValueError(f"{name}={value} outside its physical bounds [{low}, {high}]")
 
 
+def _per_group(name: str, bounds: tuple[float, float]) -> dict[str, tuple[float, float]]:
+    return {f"{name}_{g}": bounds for g in DTYPE_GROUPS}
+
+
 # Physical bounds (inclusive) of every parameter, for fitting and validation. Efficiencies are
 # fractions of a spec-sheet figure; collective bandwidth may exceed 1 because NVLink SHARP
 # reductions beat the ring formula's bytes on the wire.
 PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
-    "gemm_compute_efficiency_bf16": (0.05, 1.0),
-    "gemm_compute_efficiency_fp8": (0.05, 1.0),
-    "gemm_rows_half_efficiency": (0.0, 4096.0),
+    **_per_group("gemm_compute_efficiency", (0.05, 1.0)),
+    **_per_group("gemm_half_efficiency_rows", (0.0, 4096.0)),
+    **_per_group("gemm_half_efficiency_columns", (0.0, 65536.0)),
+    **_per_group("gemm_memory_bandwidth_efficiency", (0.05, 1.0)),
+    **_per_group("gemm_kernel_latency_us", (0.0, 100.0)),
     "memory_bandwidth_efficiency": (0.05, 1.0),
-    "kv_bandwidth_efficiency": (0.05, 1.0),
+    **_per_group("kv_bandwidth_efficiency", (0.05, 1.0)),
     "attention_compute_efficiency": (0.05, 1.0),
-    "kernel_latency_us": (0.0, 100.0),
+    "attention_half_efficiency_tokens": (0.0, 65536.0),
     "attention_kernel_latency_us": (0.0, 200.0),
     "layer_overhead_us": (0.0, 1000.0),
     "step_overhead_us": (0.0, 100_000.0),
+    "sequence_overhead_us": (0.0, 1000.0),
     "collective_latency_us": (0.0, 1000.0),
     "collective_hop_latency_us": (0.0, 100.0),
     "collective_bandwidth_efficiency": (0.05, 2.0),

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from service.engine.efficiency import EfficiencyParams
 from service.engine.errors import UnsupportedDtypeError
-from service.engine.hardware import Accelerator
+from service.engine.hardware import DTYPE_BYTES, Accelerator
 
 FloatArray = npt.NDArray[np.float64]
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "send"]
@@ -118,7 +118,8 @@ def gemm_cost(
 ) -> KernelCost:
     """Cost one GEMM x[m, k] · W[k, n]; m = 0 costs nothing.
 
-    compute: 2mnk / (peak · eff_max · m / (m + m_half)); memory: weights + input + output bytes.
+    compute: 2mnk / (peak · eff_max · m/(m + m_half) · n/(n + n_half)); memory: weights + input +
+    output bytes at the dtype's GEMM bandwidth fraction; plus the dtype's launch latency.
     """
     m_, n_, k_ = as_array(m), as_array(n), as_array(k)
     active = m_ > 0
@@ -127,13 +128,18 @@ def gemm_cost(
     nbytes = n_ * k_ * weight_bytes_per_element + m_ * k_ * activation_bytes_per_element
     nbytes = np.where(active, nbytes + m_ * n_ * out_bytes, 0.0)
     eff_max = params.gemm_compute_efficiency(compute_dtype)
-    # flops / (peak · eff_max · m/(m+m_half)) written without dividing by m.
-    compute_s = 2.0 * n_ * k_ * (m_ + params.gemm_rows_half_efficiency)
+    m_half = params.gemm_half_efficiency_rows(compute_dtype)
+    n_half = params.gemm_half_efficiency_columns(compute_dtype)
+    # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
+    compute_s = 2.0 * k_ * (m_ + m_half) * (n_ + n_half)
     compute_s = np.where(
         active, compute_s / (peak_flops_s(accelerator, compute_dtype) * eff_max), 0.0
     )
-    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.memory_bandwidth_efficiency)
-    latency_s = np.where(active, params.kernel_latency_us * 1e-6, 0.0)
+    bandwidth = accelerator.memory_bandwidth_bytes_s * params.gemm_memory_bandwidth_efficiency(
+        compute_dtype
+    )
+    memory_s = nbytes / bandwidth
+    latency_s = np.where(active, params.gemm_kernel_latency_us(compute_dtype) * 1e-6, 0.0)
     time_s = np.maximum(compute_s, memory_s) + latency_s
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
@@ -182,6 +188,27 @@ def attended_pairs(
     return cumulative(s + t) - cumulative(s)
 
 
+def attention_compute_s(
+    flops: FloatArray, length: FloatArray, accelerator: Accelerator, params: EfficiencyParams
+) -> FloatArray:
+    """Return attention compute seconds: flops / (peak · eff · L / (L + L_half)), 16-bit math.
+
+    ``length`` is the attention length, the keys seen by the last query of each sequence.
+    """
+    peak = peak_flops_s(accelerator, ATTENTION_DTYPE) * params.attention_compute_efficiency
+    half = params.attention_half_efficiency_tokens
+    if half <= 0:
+        return np.asarray(flops / peak, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slowed = np.where(length > 0, flops * (length + half) / length, 0.0)
+    return np.asarray(slowed / peak, dtype=np.float64)
+
+
+def kv_bytes_s(accelerator: Accelerator, params: EfficiencyParams, kv_dtype: str) -> float:
+    """Return the achieved KV-cache read bandwidth in bytes/s for a KV-cache dtype."""
+    return accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency(kv_dtype)
+
+
 def attention_cost(
     batch_size: npt.ArrayLike,
     new_tokens: npt.ArrayLike,
@@ -191,6 +218,7 @@ def attention_cost(
     score_dim: float,
     value_dim: float,
     kv_bytes_per_token: float,
+    kv_dtype: str = "bf16",
     window_tokens: float = 0.0,
     activation_bytes_per_element: float = 2.0,
     accelerator: Accelerator,
@@ -209,9 +237,8 @@ def attention_cost(
     kv_bytes = b * (visible + t) * kv_bytes_per_token
     qo_bytes = b * t * num_heads * (score_dim + value_dim) * activation_bytes_per_element
     nbytes = kv_bytes + qo_bytes
-    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
-    compute_s = flops / (peak * params.attention_compute_efficiency)
-    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    compute_s = attention_compute_s(flops, visible, accelerator, params)
+    memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     time_s = np.maximum(compute_s, memory_s) + latency_s
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
@@ -224,7 +251,7 @@ def attention_decode_time_s(
     num_kv_heads: npt.ArrayLike,
     head_dim: npt.ArrayLike,
     *,
-    kv_bytes_per_element: float,
+    kv_dtype: str,
     accelerator: Accelerator,
     params: EfficiencyParams,
 ) -> FloatArray:
@@ -233,10 +260,10 @@ def attention_decode_time_s(
     b, s = as_array(batch_size), as_array(context_tokens)
     pairs = s  # the new token sees the whole context, itself included
     flops = 4.0 * b * heads * dim * pairs
+    kv_bytes_per_element = DTYPE_BYTES[kv_dtype]
     nbytes = 2.0 * b * s * kv_heads * dim * kv_bytes_per_element + 4.0 * b * heads * dim
-    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
-    compute_s = flops / (peak * params.attention_compute_efficiency)
-    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    compute_s = attention_compute_s(flops, s, accelerator, params)
+    memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
     latency_s = np.where(b > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
 
@@ -258,9 +285,8 @@ def attention_prefill_time_s(
     flops = 4.0 * b * heads * dim * pairs
     # Q, O (n_h) and K, V (n_kv) each read or written once, 2 bytes per element.
     nbytes = 2.0 * b * t * dim * (2.0 * heads + 2.0 * kv_heads)
-    peak = peak_flops_s(accelerator, ATTENTION_DTYPE)
-    compute_s = flops / (peak * params.attention_compute_efficiency)
-    memory_s = nbytes / (accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency)
+    compute_s = attention_compute_s(flops, t, accelerator, params)
+    memory_s = nbytes / kv_bytes_s(accelerator, params, ATTENTION_DTYPE)
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
 

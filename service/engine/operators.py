@@ -261,6 +261,7 @@ class _StepBuilder:
                     score_dim=score_dim,
                     value_dim=value_dim,
                     kv_bytes_per_token=kv_per_token,
+                    kv_dtype=self.prec.kv_cache,
                     window_tokens=window,
                     activation_bytes_per_element=max(self.prec.activation_bytes_per_element, 2.0),
                     accelerator=self.acc,
@@ -302,14 +303,17 @@ class _StepBuilder:
             )
         # Each touched expert on this rank is split (tp/ep) ways; one fused kernel per matrix.
         width = m.moe_intermediate_size * self.par.ep / self.tp
-        no_launch = self.params.replace(kernel_latency_us=0.0)
+        no_launch = self.params.replace(
+            gemm_kernel_latency_us_bf16=0.0, gemm_kernel_latency_us_fp8=0.0
+        )
         d = m.hidden_size
         up = 2.0 * width if m.ffn_type == "glu" else width
         one = self._gemm_with(no_launch, rows_per_expert, up, d) + self._gemm_with(
             no_launch, rows_per_expert, d, width
         )
         experts = one.scaled(touched / self.par.ep)
-        launches = np.where(self.tokens > 0, 2.0 * self.params.kernel_latency_us * 1e-6, 0.0)
+        launch_s = self.params.gemm_kernel_latency_us(self.prec.compute_dtype) * 1e-6
+        launches = np.where(self.tokens > 0, 2.0 * launch_s, 0.0)
         z = np.zeros(self.shape)
         experts = experts + KernelCost(z, z, z, z, z, launches)
         self.add("experts", GEMM, experts.scaled(layers))
@@ -370,10 +374,10 @@ class _StepBuilder:
         self.lm_head()
         self.communication()
         p = self.params
-        active = self.tokens > 0
-        overhead = np.where(
-            active, (self.model.num_layers * p.layer_overhead_us + p.step_overhead_us) * 1e-6, 0.0
-        )
+        # Host overheads: per layer, per step, and per sequence in the step (one logit row each).
+        fixed_us = self.model.num_layers * p.layer_overhead_us + p.step_overhead_us
+        overhead_us = fixed_us + self.logit_rows * p.sequence_overhead_us
+        overhead = np.where(self.tokens > 0, overhead_us * 1e-6, 0.0)
         return StepCost(self.phase, tuple(self.rows), np.broadcast_to(overhead, self.shape))
 
 

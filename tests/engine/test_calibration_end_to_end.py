@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from service.engine.calibration.end_to_end import predict_runs
-from service.engine.calibration.fit import fit
+from service.engine.calibration.end_to_end import precision_of, predict_runs
+from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.intervals import estimate_intervals, prediction_interval
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.parsers import parse_csv
-from service.engine.calibration.profile import initial_values
-from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
 from service.engine.shapes import ModelShape
 
 DATA = Path(__file__).parents[1] / "data" / "benchmarks"
@@ -44,8 +47,7 @@ def _static_runs(noise: float, seed: int) -> list[StaticMeasurement]:
         for b in (1, 16, 64)
         for length in (128, 1024)
     ]
-    values = {**initial_values(DEFAULT_EFFICIENCY), **TRUE}
-    clean = predict_runs(shells, H100, MODELS, values, DEFAULT_EFFICIENCY).predicted
+    clean = predict_runs(shells, H100, MODELS, DEFAULT_EFFICIENCY.replace(**TRUE)).predicted
     rng = np.random.default_rng(seed)
     noisy = clean * np.exp(rng.normal(0.0, noise, clean.size))
     return [replace(s, latency_ms=float(v)) for s, v in zip(shells, noisy, strict=True)]
@@ -97,10 +99,22 @@ def test_serving_fit_on_real_subset_improves_tpot() -> None:
     q = result.quality["serving.tpot_ms"]
     assert q.after.mdape_pct < q.before.mdape_pct
     assert "admission_wait_steps" in result.parameters
-    fp8 = result.params_for("fp8", MODELS["qwen3-32b"], tp=2, batch_size=16)
-    assert fp8.step_overhead_us == pytest.approx(
-        result.values["step_overhead_us"] + 16 * result.values["sequence_overhead_us"]
+    # the profile is one EfficiencyParams: estimate() with it reproduces the fit's predictions
+    first = runs[0]
+    direct = estimate(
+        MODELS["qwen3-32b"],
+        H100,
+        precision=precision_of(first),
+        parallelism=Parallelism(tp=first.tp),
+        input_tokens=first.input_tokens,
+        output_tokens=first.output_tokens,
+        batch_sizes=[first.concurrency],
+        mode="serving",
+        params=result.efficiency,
     )
+    pred = result.predict([first], H100, MODELS)
+    by_metric = dict(zip(pred.metric.tolist(), pred.predicted.tolist(), strict=True))
+    assert float(direct.tpot_ms[0]) == pytest.approx(by_metric["serving.tpot_ms"])
 
 
 def test_interval_widens_outside_the_calibration_range() -> None:
@@ -111,3 +125,40 @@ def test_interval_widens_outside_the_calibration_range() -> None:
     assert result.ranges["batch_size"].high == 64
     assert float(outside.high) > float(inside.high)
     assert float(outside.low) < float(inside.low)
+
+
+def test_profile_round_trips_through_json_and_gives_intervals() -> None:
+    runs = _static_runs(noise=0.05, seed=4)
+    result = fit(runs, H100, MODELS, cross_validate=True)
+    stored = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    back = CalibrationResult.from_dict(stored)
+    assert back.efficiency == result.efficiency
+    assert back.parameters == result.parameters
+    assert back.fit_summary() == result.fit_summary()
+    assert back.ranges == result.ranges
+    predicted = np.array([50.0, 100.0])
+    band = result.interval("static.latency_ms", predicted, {"batch_size": [16, 1024]})
+    again = back.interval("static.latency_ms", predicted, {"batch_size": [16, 1024]})
+    np.testing.assert_allclose(again.low, band.low)
+    np.testing.assert_allclose(again.high, band.high)
+    # the pure function on the stored dict: a static profile's TTFT falls back to its latency
+    pure = prediction_interval(
+        stored, "ttft_ms", predicted, mode="static", features={"batch_size": [16, 1024]}
+    )
+    np.testing.assert_allclose(pure.low, band.low)
+    moved = prediction_interval(stored, "ttft_ms", predicted, mode="static", transferred=True)
+    assert np.all(moved.high - moved.low > pure.high[0] - pure.low[0] - 1e-9)
+    # an estimate run with the stored parameters gets one interval per point and metric
+    est = estimate(
+        MODELS["llama-3-8b"],
+        H100,
+        input_tokens=512,
+        output_tokens=128,
+        batch_sizes=[1, 8, 64],
+        params=EfficiencyParams.from_dict(stored["parameters"]),
+    )
+    bands = estimate_intervals(stored, est)
+    for metric in ("ttft_ms", "tpot_ms"):
+        value = getattr(est, metric)
+        assert bands[metric].low.shape == value.shape
+        assert np.all(bands[metric].low < value) and np.all(value < bands[metric].high)

@@ -17,7 +17,6 @@ from service.engine.calibration.measurements import (
     Measurement,
 )
 from service.engine.calibration.parsers import parse_csv
-from service.engine.calibration.profile import initial_values
 from service.engine.calibration.quality import error_stats
 from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.hardware import Accelerator
@@ -46,13 +45,13 @@ A100 = Accelerator(
 
 TRUE = {
     "gemm_compute_efficiency_bf16": 0.72,
-    "gemm_rows_half_efficiency_bf16": 64.0,
-    "gemm_cols_half_efficiency_bf16": 300.0,
+    "gemm_half_efficiency_rows_bf16": 64.0,
+    "gemm_half_efficiency_columns_bf16": 300.0,
     "gemm_memory_bandwidth_efficiency_bf16": 0.80,
     "gemm_kernel_latency_us_bf16": 5.0,
     "kv_bandwidth_efficiency_bf16": 0.70,
     "attention_compute_efficiency": 0.55,
-    "attention_seq_half_efficiency": 500.0,
+    "attention_half_efficiency_tokens": 500.0,
     "attention_kernel_latency_us": 9.0,
     "collective_latency_us": 8.0,
     "collective_hop_latency_us": 1.5,
@@ -77,8 +76,7 @@ def _synthetic(rng: np.random.Generator, noise: float) -> list[Measurement]:
         for gpus in (2, 4, 8):
             for size in (2**10, 2**16, 2**20, 2**24, 2**28):
                 shapes.append(CollectiveMeasurement(op, gpus, float(size), 1.0))
-    values = {**initial_values(DEFAULT_EFFICIENCY), **TRUE}
-    clean = KernelBatch(shapes).predict_ms(H100, values, DEFAULT_EFFICIENCY)  # type: ignore[arg-type]
+    clean = KernelBatch(shapes).predict_ms(H100, DEFAULT_EFFICIENCY.replace(**TRUE))  # type: ignore[arg-type]
     noisy = clean * np.exp(rng.normal(0.0, noise, clean.size))
     return [replace(s, latency_ms=float(v)) for s, v in zip(shapes, noisy, strict=True)]
 
@@ -89,14 +87,14 @@ def test_fit_recovers_known_kernel_parameters() -> None:
     for name, true in TRUE.items():
         got = result.values[name]
         se = result.standard_errors[name]
-        if name.endswith("half_efficiency"):
+        if "_half_" in name:
             assert got == pytest.approx(true, rel=0.35), name  # half-points are weakly identified
         else:
             assert got == pytest.approx(true, rel=0.08), name
         assert se >= 0.0
     q = result.quality["gemm_bf16.latency_ms"]
     assert q.after.mdape_pct < 3.0 < q.before.mdape_pct
-    assert result.params.memory_bandwidth_efficiency == pytest.approx(
+    assert result.efficiency.memory_bandwidth_efficiency == pytest.approx(
         result.values["gemm_memory_bandwidth_efficiency_bf16"]
     )
 
@@ -128,10 +126,10 @@ def test_fit_improves_held_out_error_on_real_h100_gemms() -> None:
     result = fit(train, H100, {}, cross_validate=False)
     batch = KernelBatch(test)  # type: ignore[arg-type]
     before = error_stats(
-        batch.predict_ms(H100, initial_values(DEFAULT_EFFICIENCY), DEFAULT_EFFICIENCY),
+        batch.predict_ms(H100, DEFAULT_EFFICIENCY),
         batch.measured_ms,
     )
-    after = error_stats(batch.predict_ms(H100, result.values, result.base), batch.measured_ms)
+    after = error_stats(batch.predict_ms(H100, result.efficiency), batch.measured_ms)
     assert after.mdape_pct < before.mdape_pct
     assert after.mape_pct < before.mape_pct
     assert result.n_measurements == {"gemm": len(train)}
@@ -148,8 +146,8 @@ def test_transfer_flags_source_and_keeps_values() -> None:
     assert result.transfer_to(H100) is result
     # the same efficiencies on a slower spec sheet predict slower kernels
     batch = KernelBatch([m for m in data if isinstance(m, GemmMeasurement)])
-    slow = batch.predict_ms(A100, moved.values, moved.base)
-    fast = batch.predict_ms(H100, result.values, result.base)
+    slow = batch.predict_ms(A100, moved.efficiency)
+    fast = batch.predict_ms(H100, result.efficiency)
     assert np.all(slow > fast)
 
 

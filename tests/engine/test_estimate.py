@@ -173,3 +173,22 @@ def test_precision_compute_dtype() -> None:
     assert Precision("fp8", "bf16").compute_dtype == "bf16"
     assert Precision("int4", "fp8").compute_dtype == "fp8"
     assert Precision("bf16", "fp8").compute_dtype == "bf16"
+
+
+def test_sequence_overhead_scales_with_the_running_batch(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    per_sequence = DEFAULT_EFFICIENCY.replace(sequence_overhead_us=100.0)
+    kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": BATCHES}
+    plain = estimate(llama8b, h100, **kwargs)  # type: ignore[arg-type]
+    slowed = estimate(llama8b, h100, params=per_sequence, **kwargs)  # type: ignore[arg-type]
+    np.testing.assert_allclose(slowed.tpot_ms - plain.tpot_ms, BATCHES * 0.1)
+    np.testing.assert_allclose(slowed.ttft_ms - plain.ttft_ms, BATCHES * 0.1)
+    serving = {**kwargs, "mode": "serving"}
+    plain_s = estimate(llama8b, h100, **serving)  # type: ignore[arg-type]
+    slowed_s = estimate(llama8b, h100, params=per_sequence, **serving)  # type: ignore[arg-type]
+    # each mixed step carries R decode sequences plus R/S_out prompts on average
+    running = plain_s.running_batch_size
+    np.testing.assert_allclose(
+        slowed_s.tpot_ms - plain_s.tpot_ms, running * (1 + 1 / 128) * 0.1, rtol=1e-6
+    )

@@ -37,10 +37,11 @@ def test_params_round_trip_and_bounds() -> None:
 
 
 def test_small_gemm_is_memory_bound_and_streams_weights(h100: Accelerator) -> None:
-    p = DEFAULT_EFFICIENCY.replace(kernel_latency_us=0.0)
+    p = DEFAULT_EFFICIENCY.replace(gemm_kernel_latency_us_bf16=0.0)
     t = gemm_time_s(1, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
     weight_bytes = 8192 * 8192 * 2
-    expected = weight_bytes / (h100.memory_bandwidth_bytes_s * p.memory_bandwidth_efficiency)
+    bandwidth = h100.memory_bandwidth_bytes_s * p.gemm_memory_bandwidth_efficiency_bf16
+    expected = weight_bytes / bandwidth
     assert float(t) == pytest.approx(expected, rel=1e-3)
 
 
@@ -56,7 +57,12 @@ def test_large_gemm_reaches_max_compute_efficiency(h100: Accelerator) -> None:
 
 
 def test_fp8_gemm_uses_fp8_peak_and_efficiency(h100: Accelerator) -> None:
-    p = DEFAULT_EFFICIENCY.replace(kernel_latency_us=0.0, gemm_rows_half_efficiency=0.0)
+    p = DEFAULT_EFFICIENCY.replace(
+        gemm_kernel_latency_us_bf16=0.0,
+        gemm_kernel_latency_us_fp8=0.0,
+        gemm_half_efficiency_rows_bf16=0.0,
+        gemm_half_efficiency_rows_fp8=0.0,
+    )
     bf = gemm_time_s(16384, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
     f8 = gemm_time_s(
         16384,
@@ -69,6 +75,56 @@ def test_fp8_gemm_uses_fp8_peak_and_efficiency(h100: Accelerator) -> None:
         activation_bytes_per_element=1.0,
     )
     assert float(bf / f8) == pytest.approx(2.0 * 0.71 / 0.80, rel=1e-3)
+
+
+def test_gemm_fields_are_per_dtype(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(
+        gemm_kernel_latency_us_bf16=0.0,
+        gemm_kernel_latency_us_fp8=7.0,
+        gemm_memory_bandwidth_efficiency_fp8=0.5,
+    )
+    fp8 = {"weight_bytes_per_element": 1.0, "activation_bytes_per_element": 1.0}
+    small = gemm_cost(1, 8192, 8192, compute_dtype="fp8", accelerator=h100, params=p, **fp8)
+    assert float(small.memory_s) == pytest.approx(float(small.bytes) / (3.35e12 * 0.5), rel=1e-6)
+    assert float(small.time_s - np.maximum(small.compute_s, small.memory_s)) == pytest.approx(7e-6)
+    bf = gemm_cost(1, 8192, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
+    assert float(bf.time_s) == pytest.approx(float(np.maximum(bf.compute_s, bf.memory_s)))
+
+
+def test_gemm_output_width_term(h100: Accelerator) -> None:
+    """Compute time scales by (n + n_half) / n; memory time does not change."""
+    p = DEFAULT_EFFICIENCY.replace(gemm_half_efficiency_columns_fp8=2900.0)
+    fp8 = {"weight_bytes_per_element": 1.0, "activation_bytes_per_element": 1.0}
+    n = np.array([1024.0, 16384.0])
+    plain = gemm_cost(
+        8192, n, 8192, compute_dtype="fp8", accelerator=h100, params=DEFAULT_EFFICIENCY, **fp8
+    )
+    wide = gemm_cost(8192, n, 8192, compute_dtype="fp8", accelerator=h100, params=p, **fp8)
+    assert wide.compute_s / plain.compute_s == pytest.approx((n + 2900.0) / n)
+    assert np.array_equal(wide.memory_s, plain.memory_s)
+    bf = gemm_cost(8192, n, 8192, compute_dtype="bf16", accelerator=h100, params=p, **GEMM)
+    bf_plain = gemm_cost(
+        8192, n, 8192, compute_dtype="bf16", accelerator=h100, params=DEFAULT_EFFICIENCY, **GEMM
+    )
+    assert np.array_equal(bf.compute_s, bf_plain.compute_s)
+
+
+def test_kv_bandwidth_and_attention_length_terms(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(
+        attention_kernel_latency_us=0.0,
+        kv_bandwidth_efficiency_fp8=0.45,
+        attention_half_efficiency_tokens=940.0,
+    )
+    bf = attention_decode_time_s(64, 8192, 64, 8, 128, kv_dtype="bf16", accelerator=h100, params=p)
+    f8 = attention_decode_time_s(64, 8192, 64, 8, 128, kv_dtype="fp8", accelerator=h100, params=p)
+    # half the bytes at half the bandwidth fraction: the same time
+    assert float(f8) == pytest.approx(float(bf), rel=0.01)
+    t = np.array([512.0, 16384.0])
+    slow = attention_prefill_time_s(1, t, 64, 8, 128, accelerator=h100, params=p)
+    base = attention_prefill_time_s(
+        1, t, 64, 8, 128, accelerator=h100, params=p.replace(attention_half_efficiency_tokens=0.0)
+    )
+    assert slow / base == pytest.approx((t + 940.0) / t, rel=1e-6)
 
 
 def test_unsupported_dtype_raises() -> None:
@@ -86,11 +142,11 @@ def test_unsupported_dtype_raises() -> None:
 
 def test_decode_attention_is_kv_bandwidth_bound(h100: Accelerator) -> None:
     p = DEFAULT_EFFICIENCY.replace(attention_kernel_latency_us=0.0)
-    t = attention_decode_time_s(
-        64, 8192, 64, 8, 128, kv_bytes_per_element=2.0, accelerator=h100, params=p
-    )
+    t = attention_decode_time_s(64, 8192, 64, 8, 128, kv_dtype="bf16", accelerator=h100, params=p)
     kv_bytes = 2 * 64 * 8192 * 8 * 128 * 2
-    assert float(t) == pytest.approx(kv_bytes / (3.35e12 * p.kv_bandwidth_efficiency), rel=0.01)
+    assert float(t) == pytest.approx(
+        kv_bytes / (3.35e12 * p.kv_bandwidth_efficiency_bf16), rel=0.01
+    )
 
 
 def test_prefill_attention_is_causal_and_compute_bound(h100: Accelerator) -> None:

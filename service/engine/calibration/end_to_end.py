@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from service.engine.calibration.intervals import FeatureRange
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
-from service.engine.calibration.profile import BOUNDS, params_for
 from service.engine.calibration.quality import (
     ErrorStats,
     MetricQuality,
@@ -28,7 +27,7 @@ from service.engine.calibration.quality import (
     log_residuals,
 )
 from service.engine.calibration.solver import solve
-from service.engine.efficiency import EfficiencyParams
+from service.engine.efficiency import PARAMETER_BOUNDS, EfficiencyParams
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
@@ -117,47 +116,18 @@ class _Predictor:
         for i, r in enumerate(self.runs):
             groups.setdefault(_config_key(r), []).append(i)
         self.groups = list(groups.values())
-        self.batch = np.array([_batch(self.runs[t.run]) for t in self.targets], dtype=float)
-        self.layers = np.array(
-            [self.models[self.runs[t.run].model].num_layers for t in self.targets], dtype=float
+        self.serving = np.array(
+            [isinstance(self.runs[t.run], ServingMeasurement) for t in self.targets], dtype=bool
         )
-        # Steps of a static metric, each carrying the per-step overhead once (estimate():
-        # TTFT = one prefill step, TPOT = one decode step, e2e = TTFT + (S_out − 1)·TPOT).
-        steps = [
-            (self.runs[t.run].output_tokens if t.output == "e2e_latency_ms" else 1)
-            if isinstance(self.runs[t.run], StaticMeasurement)
-            else np.nan
-            for t in self.targets
-        ]
-        self.static_steps = np.array(steps, dtype=float)
-        self.serving = np.isnan(self.static_steps)
-        self._serving_groups = [
-            g for g in self.groups if isinstance(self.runs[g[0]], ServingMeasurement)
-        ]
 
-    def _engine(
-        self,
-        values: Mapping[str, float],
-        base: EfficiencyParams,
-        groups: Sequence[list[int]] | None = None,
-    ) -> NDArray[np.float64]:
-        """Engine output for every target of ``groups`` (others NaN), without the sequence term."""
+    def predict(self, params: EfficiencyParams) -> NDArray[np.float64]:
+        """Predicted value of every target with ``params`` (one engine call per configuration)."""
         per_run: dict[int, Mapping[str, float]] = {}
-        for idx in self.groups if groups is None else groups:
+        for idx in self.groups:
             first = self.runs[idx[0]]
-            model = self.models[first.model]
             precision = precision_of(first)
-            params = params_for(
-                values,
-                base,
-                precision.compute_dtype,
-                model,
-                first.tp,
-                precision.kv_cache,
-                float(first.input_tokens),
-            )
             result = estimate(
-                model,
+                self.models[first.model],
                 self.accelerator,
                 precision=precision,
                 parallelism=Parallelism(tp=first.tp, pp=first.pp),
@@ -169,72 +139,34 @@ class _Predictor:
             )
             for j, i in enumerate(idx):
                 per_run[i] = {
-                    "ttft_ms": float(np.asarray(result.ttft_ms)[j]),
-                    "tpot_ms": float(np.asarray(result.tpot_ms)[j]),
-                    "e2e_latency_ms": float(np.asarray(result.e2e_latency_ms)[j]),
+                    "ttft_ms": float(result.ttft_ms[j]),
+                    "tpot_ms": float(result.tpot_ms[j]),
+                    "e2e_latency_ms": float(result.e2e_latency_ms[j]),
                 }
-        return np.array(
-            [per_run[t.run][t.output] if t.run in per_run else np.nan for t in self.targets],
-            dtype=float,
-        )
-
-    def sensitivity(
-        self, values: Mapping[str, float], base: EfficiencyParams, engine: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
-        """ms of each target per µs of per-step overhead (exact for static, numeric for serving)."""
-        g = self.static_steps * 1e-3
-        if self._serving_groups:
-            h = _ABS_STEP["step_overhead_us"]
-            shifted = {**values, "step_overhead_us": values["step_overhead_us"] + h}
-            moved = self._engine(shifted, base, self._serving_groups)
-            g = np.where(self.serving, (moved - engine) / h, g)
-        return g
-
-    def predict_with_sensitivity(
-        self, values: Mapping[str, float], base: EfficiencyParams
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Predictions (sequence overhead included) and their per-step-overhead sensitivity."""
-        engine = self._engine(values, base)
-        g = self.sensitivity(values, base, engine)
-        per_sequence = values.get("sequence_overhead_us", 0.0)
-        return engine + per_sequence * self.batch * g, g
-
-    def predict(self, values: Mapping[str, float], base: EfficiencyParams) -> NDArray[np.float64]:
-        """Predicted value of every target, in target order."""
-        if values.get("sequence_overhead_us", 0.0) == 0.0:
-            return self._engine(values, base)
-        return self.predict_with_sensitivity(values, base)[0]
+        return np.array([per_run[t.run][t.output] for t in self.targets], dtype=float)
 
 
 def _fit(
     predictor: _Predictor,
     names: Sequence[str],
     values: Mapping[str, float],
-    base: EfficiencyParams,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Gauss-Newton rounds on the linearised engine; returns values and standard errors.
 
-    Overheads enter each target as sensitivity × (L·layer + step + B·sequence), so their
-    Jacobian columns are exact; other parameters (admission wait) use finite differences.
+    The overheads enter every prediction (almost) linearly, so a forward-difference Jacobian
+    per round is near exact and two or three rounds converge.
     """
     current = dict(values)
     se: dict[str, float] = {}
     rounds = ROUNDS if predictor.serving.any() else 2
     for _ in range(rounds):
-        p0, g = predictor.predict_with_sensitivity(current, base)
+        p0 = predictor.predict(EfficiencyParams.from_dict(current))
         jac = np.empty((p0.size, len(names)))
         for j, name in enumerate(names):
-            if name == "layer_overhead_us":
-                jac[:, j] = g * predictor.layers
-            elif name == "step_overhead_us":
-                jac[:, j] = g
-            elif name == "sequence_overhead_us":
-                jac[:, j] = g * predictor.batch
-            else:
-                h = _step(name, current[name])
-                sign = 1.0 if current[name] + h <= BOUNDS[name][1] else -1.0
-                shifted = {**current, name: current[name] + sign * h}
-                jac[:, j] = (predictor.predict(shifted, base) - p0) / (sign * h)
+            h = _step(name, current[name])
+            sign = 1.0 if current[name] + h <= PARAMETER_BOUNDS[name][1] else -1.0
+            shifted = {**current, name: current[name] + sign * h}
+            jac[:, j] = (predictor.predict(EfficiencyParams.from_dict(shifted)) - p0) / (sign * h)
         x0 = np.array([current[n] for n in names])
         measured = predictor.measured
 
@@ -249,7 +181,7 @@ def _fit(
             pred = np.maximum(p0 + jac @ dx, 1e-9)
             return np.asarray(np.log(pred / measured), dtype=np.float64)
 
-        sol = solve(names, current, BOUNDS, residuals)
+        sol = solve(names, current, PARAMETER_BOUNDS, residuals)
         moved = max(
             abs(sol.values[n] - current[n]) / max(abs(current[n]), _ABS_STEP.get(n, 1e-3))
             for n in names
@@ -275,15 +207,14 @@ def predict_runs(
     runs: Sequence[Run],
     accelerator: Accelerator,
     models: Mapping[str, ModelShape],
-    values: Mapping[str, float],
-    base: EfficiencyParams,
+    params: EfficiencyParams,
 ) -> RunPredictions:
-    """Predict every measured metric of ``runs`` with profile ``values`` on ``accelerator``."""
+    """Predict every measured metric of ``runs`` with ``params`` on ``accelerator``."""
     predictor = _Predictor(runs, accelerator, models)
     return RunPredictions(
         run=np.array([t.run for t in predictor.targets], dtype=np.intp),
         metric=np.array([t.metric for t in predictor.targets], dtype=str),
-        predicted=predictor.predict(values, base),
+        predicted=predictor.predict(params),
         measured=predictor.measured,
     )
 
@@ -307,7 +238,6 @@ def fit_end_to_end(
     accelerator: Accelerator,
     models: Mapping[str, ModelShape],
     values: Mapping[str, float],
-    base: EfficiencyParams,
     *,
     cross_validate: bool = True,
     before_values: Mapping[str, float] | None = None,
@@ -317,12 +247,15 @@ def fit_end_to_end(
     dict[str, MetricQuality],
     dict[str, NDArray[np.float64]],
 ]:
-    """Fit the end-to-end parameters; return values, standard errors, quality and residuals."""
+    """Fit the end-to-end parameters; return values, standard errors, quality and residuals.
+
+    ``values`` holds every EfficiencyParams field (the kernel-fitted profile so far).
+    """
     names = free_names(runs)
     predictor = _Predictor(runs, accelerator, models)
-    fitted, se = _fit(predictor, names, values, base)
-    before = predictor.predict(before_values or values, base)
-    after = predictor.predict(fitted, base)
+    fitted, se = _fit(predictor, names, values)
+    before = predictor.predict(EfficiencyParams.from_dict(before_values or values))
+    after = predictor.predict(EfficiencyParams.from_dict(fitted))
     held = np.full(predictor.measured.size, np.nan)
     if cross_validate:
         labels = [group_of(r) for r in runs]
@@ -331,8 +264,9 @@ def fit_end_to_end(
             train_runs = [runs[i] for i in train]
             test_runs = [runs[i] for i in test]
             sub = _Predictor(train_runs, accelerator, models)
-            fold_values, _ = _fit(sub, free_names(train_runs), values, base)
-            held_pred = _Predictor(test_runs, accelerator, models).predict(fold_values, base)
+            fold_values, _ = _fit(sub, free_names(train_runs), values)
+            fold_params = EfficiencyParams.from_dict(fold_values)
+            held_pred = _Predictor(test_runs, accelerator, models).predict(fold_params)
             # test indices are sorted, so their targets appear in the same order in both
             test_set = {int(i) for i in test}
             positions = [k for k, t in enumerate(predictor.targets) if t.run in test_set]

@@ -3,13 +3,16 @@
 Stages (each runs only when it has measurements, each robust in log(pred/meas) within the
 physical bounds of ``service.engine.efficiency.PARAMETER_BOUNDS``):
 
-1. GEMM, per dtype group: best-shape compute fraction, row and column half-points, weight
-   streaming bandwidth fraction and launch latency (see ``profile``).
-2. Attention (decode and prefill together): KV bandwidth fraction, attention compute fraction,
-   attention kernel latency.
+1. GEMM, per dtype group (bf16, fp8): best-shape compute fraction, row and column half-points,
+   streaming bandwidth fraction and launch latency.
+2. Attention (decode and prefill together): KV bandwidth fraction per KV dtype group, attention
+   compute fraction and its length half-point, attention kernel latency.
 3. Collectives: base and per-hop latency, bus bandwidth fraction.
-4. End-to-end (static and serving runs): only what kernels cannot see — per-layer and per-step
-   overheads, and for serving the admission wait (see ``end_to_end``).
+4. End-to-end (static and serving runs): only what kernels cannot see — per-layer, per-step and
+   per-sequence overheads, and for serving the admission wait (see ``end_to_end``).
+
+The result is one ``EfficiencyParams`` (``CalibrationResult.efficiency``) that ``estimate()``
+uses directly; ``to_dict``/``from_dict`` store and rebuild it with what intervals need.
 
 Held-out error: k-fold (5) over kernel measurements, leave-one-group-out over end-to-end runs
 (group = model for static runs, (model, backend, tp, weights dtype) for serving).
@@ -17,8 +20,10 @@ Held-out error: k-fold (5) over kernel measurements, leave-one-group-out over en
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -42,27 +47,26 @@ from service.engine.calibration.measurements import (
     ServingMeasurement,
     StaticMeasurement,
 )
-from service.engine.calibration.profile import (
-    BOUNDS,
-    GEMM_GROUPS,
-    engine_params,
-    gemm_group,
-    gemm_names,
-    initial_values,
-    params_for,
-)
 from service.engine.calibration.quality import (
+    ErrorStats,
     MetricQuality,
     error_stats,
     kfold_splits,
     log_residuals,
 )
 from service.engine.calibration.solver import solve
-from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    DTYPE_GROUPS,
+    PARAMETER_BOUNDS,
+    EfficiencyParams,
+    dtype_group,
+)
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
 KFOLDS = 5
+FORMAT_VERSION = 1
 COLLECTIVE_NAMES = (
     "collective_latency_us",
     "collective_hop_latency_us",
@@ -70,44 +74,43 @@ COLLECTIVE_NAMES = (
 )
 
 
+def gemm_names(group: str) -> tuple[str, ...]:
+    """Names of the GEMM parameters fitted for one dtype group (``bf16`` or ``fp8``)."""
+    return (
+        f"gemm_compute_efficiency_{group}",
+        f"gemm_half_efficiency_rows_{group}",
+        f"gemm_half_efficiency_columns_{group}",
+        f"gemm_memory_bandwidth_efficiency_{group}",
+        f"gemm_kernel_latency_us_{group}",
+    )
+
+
 @dataclass(frozen=True)
 class CalibrationResult:
-    """A fitted profile: parameters, their uncertainty, and how well they predict."""
+    """A fitted profile: one EfficiencyParams, its uncertainty, and how well it predicts."""
 
     accelerator: str
-    values: Mapping[str, float]  # every parameter (engine fields + per-dtype GEMM terms)
+    efficiency: EfficiencyParams  # every parameter; pass it to estimate() as ``params``
     standard_errors: Mapping[str, float]  # fitted parameters only
-    base: EfficiencyParams
     n_measurements: Mapping[str, int]
     quality: Mapping[str, MetricQuality]  # "<kind>.<metric>" → before/after/held-out
-    residuals: Mapping[str, NDArray[np.float64]]  # held-out log(meas/pred) per metric
+    residual_quantiles: Mapping[str, ResidualQuantiles]  # held-out, per metric key
     ranges: Mapping[str, FeatureRange] = field(default_factory=dict)
     transferred_from: str | None = None
     warnings: tuple[str, ...] = ()
+    # held-out log(meas/pred) per metric; in memory only (storage keeps the quantiles)
+    residuals: Mapping[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, float]:
+        """Every parameter by name."""
+        return self.efficiency.to_dict()
 
     @property
     def parameters(self) -> dict[str, float]:
         """Fitted parameter values by name (unit in the name; efficiencies are fractions)."""
-        return {k: self.values[k] for k in self.standard_errors}
-
-    @property
-    def params(self) -> EfficiencyParams:
-        """EfficiencyParams for 16-bit compute without a model-specific GEMM width term."""
-        return params_for(self.values, self.base, "bf16")
-
-    def params_for(
-        self,
-        compute_dtype: str,
-        model: ModelShape | None = None,
-        tp: int = 1,
-        kv_dtype: str = "bf16",
-        prefill_tokens: float | None = None,
-        batch_size: float | None = None,
-    ) -> EfficiencyParams:
-        """EfficiencyParams to run the engine with, for one precision (and model/TP/prompt/B)."""
-        return params_for(
-            self.values, self.base, compute_dtype, model, tp, kv_dtype, prefill_tokens, batch_size
-        )
+        values = self.values
+        return {k: values[k] for k in self.standard_errors}
 
     def transfer_to(self, accelerator: Accelerator) -> CalibrationResult:
         """The same fitted efficiencies on another spec sheet, flagged as transferred."""
@@ -126,11 +129,12 @@ class CalibrationResult:
         models: Mapping[str, ModelShape],
     ) -> RunPredictions:
         """Predict the measured metrics of end-to-end runs on ``accelerator`` with this profile."""
-        return e2e.predict_runs(runs, accelerator, models, self.values, self.base)
+        return e2e.predict_runs(runs, accelerator, models, self.efficiency)
 
     def quantiles(self, metric: str) -> ResidualQuantiles:
         """Held-out residual quantiles of ``metric`` (e.g. ``serving.tpot_ms``)."""
-        return residual_quantiles(self.residuals.get(metric, np.zeros(0)))
+        found = self.residual_quantiles.get(metric)
+        return found if found is not None else residual_quantiles(np.zeros(0))
 
     def interval(
         self,
@@ -166,6 +170,76 @@ class CalibrationResult:
             "metrics": metrics,
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form for storage (NaN becomes None); ``from_dict`` rebuilds the result."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "accelerator": self.accelerator,
+            "parameters": self.efficiency.to_dict(),
+            "standard_errors": {k: _json_float(v) for k, v in self.standard_errors.items()},
+            "n_measurements": dict(self.n_measurements),
+            "quality": {
+                k: {
+                    "before": _stats_dict(q.before),
+                    "after": _stats_dict(q.after),
+                    "held_out": None if q.held_out is None else _stats_dict(q.held_out),
+                }
+                for k, q in self.quality.items()
+            },
+            "residual_quantiles": {
+                k: {"n": q.n, "q_low": q.q_low, "q_high": q.q_high}
+                for k, q in self.residual_quantiles.items()
+            },
+            "ranges": {k: {"low": r.low, "high": r.high} for k, r in self.ranges.items()},
+            "transferred_from": self.transferred_from,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CalibrationResult:
+        """Rebuild a result stored with ``to_dict`` (parameters absent from it keep the priors)."""
+        quality = {
+            k: MetricQuality(
+                _stats(q["before"]),
+                _stats(q["after"]),
+                None if q.get("held_out") is None else _stats(q["held_out"]),
+            )
+            for k, q in data.get("quality", {}).items()
+        }
+        return cls(
+            accelerator=str(data["accelerator"]),
+            efficiency=EfficiencyParams.from_dict(data["parameters"]),
+            standard_errors={k: _float(v) for k, v in data.get("standard_errors", {}).items()},
+            n_measurements={k: int(v) for k, v in data.get("n_measurements", {}).items()},
+            quality=quality,
+            residual_quantiles={
+                k: ResidualQuantiles(int(q["n"]), float(q["q_low"]), float(q["q_high"]))
+                for k, q in data.get("residual_quantiles", {}).items()
+            },
+            ranges={
+                k: FeatureRange(float(r["low"]), float(r["high"]))
+                for k, r in data.get("ranges", {}).items()
+            },
+            transferred_from=data.get("transferred_from"),
+            warnings=tuple(str(w) for w in data.get("warnings", ())),
+        )
+
+
+def _json_float(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _float(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _stats_dict(s: ErrorStats) -> dict[str, float | int | None]:
+    return {"n": s.n, "mdape_pct": _json_float(s.mdape_pct), "mape_pct": _json_float(s.mape_pct)}
+
+
+def _stats(d: Mapping[str, Any]) -> ErrorStats:
+    return ErrorStats(int(d["n"]), _float(d.get("mdape_pct")), _float(d.get("mape_pct")))
+
 
 def _count(measurements: Sequence[Measurement]) -> dict[str, int]:
     out: dict[str, int] = {}
@@ -185,18 +259,18 @@ class _Stage:
 
 def _kernel_stages(measurements: Sequence[Measurement]) -> list[_Stage]:
     stages: list[_Stage] = []
-    for g in GEMM_GROUPS:
+    for g in DTYPE_GROUPS:
         items: list[KernelMeasurement] = [
-            m for m in measurements if isinstance(m, GemmMeasurement) and gemm_group(m.dtype) == g
+            m for m in measurements if isinstance(m, GemmMeasurement) and dtype_group(m.dtype) == g
         ]
         stages.append(_Stage(f"gemm_{g}", items, gemm_names(g)))
     attention = [m for m in measurements if isinstance(m, AttentionMeasurement)]
     names = ["attention_kernel_latency_us"]
-    for g in GEMM_GROUPS:
-        if any(m.phase == "decode" and gemm_group(m.kv_dtype) == g for m in attention):
+    for g in DTYPE_GROUPS:
+        if any(m.phase == "decode" and dtype_group(m.kv_dtype) == g for m in attention):
             names.append(f"kv_bandwidth_efficiency_{g}")
     if any(m.phase == "prefill" for m in attention):
-        names += ["attention_compute_efficiency", "attention_seq_half_efficiency"]
+        names += ["attention_compute_efficiency", "attention_half_efficiency_tokens"]
     stages.append(_Stage("attention", list(attention), tuple(names)))
     collectives: list[KernelMeasurement] = [
         m for m in measurements if isinstance(m, CollectiveMeasurement)
@@ -210,25 +284,21 @@ def _fit_kernels(
     names: Sequence[str],
     values: Mapping[str, float],
     accelerator: Accelerator,
-    base: EfficiencyParams,
 ) -> tuple[dict[str, float], dict[str, float]]:
     def residuals(x: Mapping[str, float]) -> NDArray[np.float64]:
-        merged = {**values, **x}
-        ratio = batch.predict_ms(accelerator, merged, base) / batch.measured_ms
+        params = EfficiencyParams.from_dict({**values, **x})
+        ratio = batch.predict_ms(accelerator, params) / batch.measured_ms
         return np.asarray(np.log(ratio), dtype=np.float64)
 
-    sol = solve(names, values, BOUNDS, residuals)
+    sol = solve(names, values, PARAMETER_BOUNDS, residuals)
     return {**values, **sol.values}, dict(sol.standard_errors)
 
 
-def _sync_engine_gemm_fields(values: dict[str, float], groups_fitted: set[str]) -> None:
-    """Copy a fitted GEMM group's fields into the engine-named defaults (bf16 first)."""
+def _sync_streaming(values: dict[str, float], groups_fitted: set[str]) -> None:
+    """Set the non-GEMM streaming fraction from a fitted GEMM group (bf16 preferred)."""
     for g in ("fp8", "bf16"):  # bf16 last so it wins: the engine default path is 16-bit
         if g in groups_fitted:
-            values["gemm_rows_half_efficiency"] = values[f"gemm_rows_half_efficiency_{g}"]
             values["memory_bandwidth_efficiency"] = values[f"gemm_memory_bandwidth_efficiency_{g}"]
-            values["kernel_latency_us"] = values[f"gemm_kernel_latency_us_{g}"]
-    values["kv_bandwidth_efficiency"] = values["kv_bandwidth_efficiency_bf16"]
 
 
 def _kernel_quality(
@@ -237,20 +307,19 @@ def _kernel_quality(
     values: Mapping[str, float],
     start: Mapping[str, float],
     accelerator: Accelerator,
-    base: EfficiencyParams,
     cross_validate: bool,
 ) -> dict[str, tuple[MetricQuality, NDArray[np.float64]]]:
     """Quality per metric key; attention is reported per phase."""
     measured = batch.measured_ms
-    before = batch.predict_ms(accelerator, start, base)
-    after = batch.predict_ms(accelerator, values, base)
+    before = batch.predict_ms(accelerator, EfficiencyParams.from_dict(start))
+    after = batch.predict_ms(accelerator, EfficiencyParams.from_dict(values))
     held = np.full(len(batch), np.nan)
     if cross_validate:
         for train, test in kfold_splits(len(batch), KFOLDS):
             sub = KernelBatch([batch.items[i] for i in train])
-            fold_values, _ = _fit_kernels(sub, stage.names, start, accelerator, base)
+            fold_values, _ = _fit_kernels(sub, stage.names, start, accelerator)
             held_batch = KernelBatch([batch.items[i] for i in test])
-            held[test] = held_batch.predict_ms(accelerator, fold_values, base)
+            held[test] = held_batch.predict_ms(accelerator, EfficiencyParams.from_dict(fold_values))
     kinds = batch.kinds()
     labels = kinds if stage.name == "attention" else np.full(len(batch), stage.name)
     out: dict[str, tuple[MetricQuality, NDArray[np.float64]]] = {}
@@ -275,8 +344,11 @@ def fit(
     base: EfficiencyParams = DEFAULT_EFFICIENCY,
     cross_validate: bool = True,
 ) -> CalibrationResult:
-    """Fit a profile for ``accelerator`` from measurements taken on it (models by catalog id)."""
-    start = initial_values(base)
+    """Fit a profile for ``accelerator`` from measurements taken on it (models by catalog id).
+
+    Parameters without measurements keep their value in ``base`` (default: the priors).
+    """
+    start = base.to_dict()
     values = dict(start)
     errors: dict[str, float] = {}
     quality: dict[str, MetricQuality] = {}
@@ -287,14 +359,14 @@ def fit(
     stages = _kernel_stages(measurements)
     for stage in stages:
         batch = KernelBatch(stage.items)
-        values, se = _fit_kernels(batch, stage.names, values, accelerator, base)
+        values, se = _fit_kernels(batch, stage.names, values, accelerator)
         errors.update(se)
         if stage.name.startswith("gemm_"):
             fitted_groups.add(stage.name.removeprefix("gemm_"))
-    _sync_engine_gemm_fields(values, fitted_groups)
+    _sync_streaming(values, fitted_groups)
     for stage in stages:
         batch = KernelBatch(stage.items)
-        reports = _kernel_quality(stage, batch, values, start, accelerator, base, cross_validate)
+        reports = _kernel_quality(stage, batch, values, start, accelerator, cross_validate)
         for key, (q, r) in reports.items():
             quality[key] = q
             residuals[key] = r
@@ -305,13 +377,11 @@ def fit(
         warnings.append(f"model {missing!r} is not in the catalog; its runs were skipped")
     ranges: dict[str, FeatureRange] = {}
     if known:
-        kernel_values = dict(values)
         values, se, e2e_quality, e2e_residuals = e2e.fit_end_to_end(
             known,
             accelerator,
             models,
-            kernel_values,
-            base,
+            dict(values),
             cross_validate=cross_validate,
             before_values=start,
         )
@@ -321,17 +391,12 @@ def fit(
         ranges = e2e.feature_ranges(known)
     return CalibrationResult(
         accelerator=accelerator.id,
-        values=values,
+        efficiency=EfficiencyParams.from_dict(values),
         standard_errors=errors,
-        base=base,
         n_measurements=_count(measurements),
         quality=quality,
-        residuals=residuals,
+        residual_quantiles={k: residual_quantiles(r) for k, r in residuals.items() if r.size},
         ranges=ranges,
         warnings=tuple(warnings),
+        residuals=residuals,
     )
-
-
-def engine_params_of(result: CalibrationResult) -> EfficiencyParams:
-    """The engine-named subset of a result as EfficiencyParams."""
-    return engine_params(result.values, result.base)

@@ -19,6 +19,9 @@ How an interval is built, for a prediction ``p`` of metric ``M`` (``ttft_ms`` or
      doubling, where ``d`` is the number of doublings (log2) by which the query lies outside
      the range spanned by the calibration data, summed over batch size/concurrency, input
      tokens, output tokens and GPU count (0 inside the range).
+
+``prediction_interval`` / ``estimate_intervals`` do the same from a stored profile
+(``CalibrationResult.to_dict()``), so the service needs no fitted objects.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from service.engine.estimate import EstimateResult
 
 COVERAGE = 0.8
 Z_90 = 1.2815515655446004  # standard normal 90th percentile (two-sided 80%)
@@ -126,3 +132,80 @@ def doublings_outside(
         if name in ranges:
             total = total + ranges[name].doublings_outside(value)
     return np.asarray(total, dtype=np.float64)
+
+
+def _metric_keys(metric: str, mode: str) -> tuple[str, ...]:
+    """Residual keys to try for ``metric`` of a ``mode`` estimate, most specific first.
+
+    A static profile fitted on whole-batch latency alone has no TTFT/TPOT residuals; its
+    ``static.latency_ms`` spread (prefill plus every decode step) stands in for them, then the
+    other mode's residuals of the same metric.
+    """
+    if "." in metric:
+        return (metric,)
+    other = "serving" if mode == "static" else "static"
+    return (f"{mode}.{metric}", f"{mode}.latency_ms", f"{other}.{metric}")
+
+
+def stored_quantiles(profile: Mapping[str, Any], metric: str, mode: str) -> ResidualQuantiles:
+    """Held-out residual quantiles of a stored profile for ``metric`` (fallback band if none)."""
+    table: Mapping[str, Mapping[str, Any]] = profile.get("residual_quantiles", {})
+    for key in _metric_keys(metric, mode):
+        q = table.get(key)
+        if q is not None:
+            return ResidualQuantiles(int(q["n"]), float(q["q_low"]), float(q["q_high"]))
+    return residual_quantiles(np.zeros(0))
+
+
+def prediction_interval(
+    profile: Mapping[str, Any],
+    metric: str,
+    predicted: ArrayLike,
+    *,
+    mode: str = "serving",
+    transferred: bool | None = None,
+    features: Mapping[str, ArrayLike] | None = None,
+) -> Interval:
+    """80% interval per point for ``metric`` (``ttft_ms``, ``tpot_ms``, or a full key).
+
+    ``profile`` is a stored profile (``CalibrationResult.to_dict()``). ``transferred`` defaults
+    to the profile's own flag; pass True when it is applied to another accelerator. ``features``
+    (``batch_size``, ``input_tokens``, ``output_tokens``, ``gpus``) widen it outside the
+    calibration data's range.
+    """
+    if transferred is None:
+        transferred = profile.get("transferred_from") is not None
+    ranges = {
+        k: FeatureRange(float(r["low"]), float(r["high"]))
+        for k, r in profile.get("ranges", {}).items()
+    }
+    far = doublings_outside(ranges, features) if features else 0.0
+    return interval(
+        predicted,
+        stored_quantiles(profile, metric, mode),
+        transferred=transferred,
+        doublings_outside=far,
+    )
+
+
+def estimate_intervals(
+    profile: Mapping[str, Any], result: EstimateResult, *, transferred: bool | None = None
+) -> dict[str, Interval]:
+    """Return 80% intervals of an estimate's TTFT and TPOT per point from a stored profile."""
+    features: dict[str, ArrayLike] = {
+        "batch_size": result.batch_size,
+        "input_tokens": float(result.input_tokens),
+        "output_tokens": float(result.output_tokens),
+        "gpus": float(result.gpus_per_replica),
+    }
+    return {
+        metric: prediction_interval(
+            profile,
+            metric,
+            getattr(result, metric),
+            mode=result.mode,
+            transferred=transferred,
+            features=features,
+        )
+        for metric in ("ttft_ms", "tpot_ms")
+    }

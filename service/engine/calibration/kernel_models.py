@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -11,13 +11,6 @@ from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
     GemmMeasurement,
-)
-from service.engine.calibration.profile import (
-    attention_params,
-    engine_params,
-    gemm_group,
-    gemm_params,
-    width_factor,
 )
 from service.engine.efficiency import EfficiencyParams
 from service.engine.hardware import DTYPE_BYTES, Accelerator
@@ -37,9 +30,9 @@ class KernelBatch:
     def __init__(self, items: Sequence[KernelMeasurement]) -> None:
         self.items = tuple(items)
         self.measured_ms = np.array([m.latency_ms for m in self.items], dtype=float)
-        self._groups: list[tuple[tuple[str, ...], NDArray[np.intp], dict[str, NDArray[np.float64]]]]
+        self._groups: list[tuple[tuple[str, str], NDArray[np.intp], dict[str, NDArray[np.float64]]]]
         self._groups = []
-        keys: dict[tuple[str, ...], list[int]] = {}
+        keys: dict[tuple[str, str], list[int]] = {}
         for i, m in enumerate(self.items):
             keys.setdefault(_group_key(m), []).append(i)
         for key, idx in keys.items():
@@ -60,33 +53,20 @@ class KernelBatch:
             out[idx] = key[0]
         return out.astype(str)
 
-    def predict_ms(
-        self, accelerator: Accelerator, values: Mapping[str, float], base: EfficiencyParams
-    ) -> NDArray[np.float64]:
-        """Predicted latency in ms of every measurement from profile ``values``, input order."""
+    def predict_ms(self, accelerator: Accelerator, params: EfficiencyParams) -> NDArray[np.float64]:
+        """Predicted latency in ms of every measurement with ``params``, in input order."""
         out = np.empty(len(self.items), dtype=float)
-        params = engine_params(values, base)
         for key, idx, cols in self._groups:
-            if key[0] == "gemm":
-                g = gemm_group(key[1])
-                factor = width_factor(float(key[2]), values[f"gemm_cols_half_efficiency_{g}"])
-                p = gemm_params(values, base, key[1], factor)
-            elif key[0].startswith("attention"):
-                prefill = float(key[2]) if key[0] == "attention_prefill" else None
-                p = attention_params(values, base, key[1], prefill, params)
-            else:
-                p = params
-            out[idx] = 1e3 * _predict_group(key, cols, accelerator, p)
+            out[idx] = 1e3 * _predict_group(key, cols, accelerator, params)
         return out
 
 
-def _group_key(m: KernelMeasurement) -> tuple[str, ...]:
+def _group_key(m: KernelMeasurement) -> tuple[str, str]:
     if isinstance(m, GemmMeasurement):
-        return ("gemm", m.dtype, str(m.n))
+        return ("gemm", m.dtype)
     if isinstance(m, AttentionMeasurement):
-        tokens = str(m.context_tokens) if m.phase == "prefill" else ""
-        return (f"attention_{m.phase}", m.kv_dtype, tokens)
-    return ("collective", m.op, "")
+        return (f"attention_{m.phase}", m.kv_dtype)
+    return ("collective", m.op)
 
 
 def _numeric_fields(kind: str) -> tuple[str, ...]:
@@ -98,7 +78,7 @@ def _numeric_fields(kind: str) -> tuple[str, ...]:
 
 
 def _predict_group(
-    key: tuple[str, ...],
+    key: tuple[str, str],
     c: dict[str, NDArray[np.float64]],
     accelerator: Accelerator,
     params: EfficiencyParams,
@@ -123,7 +103,7 @@ def _predict_group(
             c["num_heads"],
             c["num_kv_heads"],
             c["head_dim"],
-            kv_bytes_per_element=DTYPE_BYTES[variant],
+            kv_dtype=variant,
             accelerator=accelerator,
             params=params,
         )
