@@ -140,7 +140,7 @@ async def _time(
 
 
 async def _run(data_dir: Path) -> list[str]:
-    settings = Settings(data_dir=data_dir, log_level="WARNING")
+    settings = Settings(data_dir=data_dir, log_level="WARNING", rate_limit_enabled=False)
     app = create_app(settings)
     rows = []
     async with app.router.lifespan_context(app):
@@ -159,7 +159,7 @@ def main() -> None:
         rows = asyncio.run(_run(Path(tmp)))
     lines = [
         "HTTP speed: POST /v1/estimates, /v1/intensity and /v1/estimates/batch in process",
-        "(httpx AsyncClient + ASGITransport, seeded SQLite, request logging at WARNING).",
+        "(httpx AsyncClient + ASGITransport, seeded SQLite, logging at WARNING, no rate limit).",
         f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
         f" numpy {np.__version__}. {REPEATS} requests per column after one warm-up.",
         f"Load average when done (other jobs share the machine): {_load()}.",
