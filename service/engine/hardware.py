@@ -50,5 +50,5 @@ class Accelerator:
         return self.peak_tflops[dtype] * 1e12
 
     def ridge_point_flop_per_byte(self, dtype: str) -> float:
-        """Peak FLOP/s divided by HBM bandwidth: the intensity above which a kernel is compute-bound."""
+        """Peak FLOP/s over HBM bandwidth: the intensity above which a kernel is compute-bound."""
         return self.peak_flops_s(dtype) / self.memory_bandwidth_bytes_s
