@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,3 +137,6 @@ class LiveServer:
         finally:
             engine.dispose()
         return key
+
+
+ServerFactory = Callable[..., LiveServer]
