@@ -393,11 +393,17 @@ def summary_section() -> None:
     ]
     table(["what", "value", "target", ""], rows)
     out(
-        "What limits the misses, where there are any: serving TTFT includes queueing for a "
-        "slot, which the engine models only through KV-capacity admission and a fitted "
-        "admission wait, and some runs show long queues (SOURCES.md: serving data is noisy); "
+        "Serving TTFT model: admission wait + the prompts prefilled ahead of a new request "
+        "(`prefill_queue_share` · (R − 1) prompts, each costing the step time its chunks add; "
+        "0 for arrivals spread over the decode cycle, ½ for lockstep waves of equal-length "
+        "closed-loop clients) + its own chunks; see `service/engine/serving.py`. The serving "
+        "fit is staged: host overheads on TPOT (and static runs) first, then the admission wait "
+        "and queue share on TTFT with the overheads fixed. "
+        "What limits the misses, where there are any: "
         "held-out (backend, tp) groups with one or a few rows (vLLM tp1 is a single fp8 run; "
         "SGLang tp1 is another release, 0.5.8) cannot be predicted from the other layouts; "
+        "per-step overheads fitted on two TP sizes extrapolate imperfectly to the third "
+        "(TPOT at tp8); "
         "Mixtral-8x7B is the only MoE model, so leaving it out extrapolates from dense models; "
         "the A100 memory size (40 vs 80 GB, 1.555 vs 2.039 TB/s) is not stated by the source; the "
         "transfer widening is one fixed prior (±10% log-spread, intervals.py), not fitted per "

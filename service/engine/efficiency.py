@@ -81,6 +81,11 @@ class EfficiencyParams:
     prefill_chunk_tokens: float = 8192.0
     # Steps a newly arrived request waits before the scheduler admits it (0.5: arrives mid-step).
     admission_wait_steps: float = 0.5
+    # Share of the other running requests whose prompt is prefilled ahead of a new one (serving).
+    # 0 when arrivals spread evenly over the decode cycle (each finds the prefill queue empty);
+    # ½ when closed-loop clients with equal lengths arrive in lockstep waves (half the wave is
+    # ahead on average). Prior 0; fitted per serving engine.
+    prefill_queue_share: float = 0.0
 
     def gemm_compute_efficiency(self, compute_dtype: str) -> float:
         """Return the best-shape GEMM efficiency for a compute dtype (8-bit and below use fp8's)."""
@@ -160,6 +165,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "collective_bandwidth_efficiency": (0.05, 2.0),
     "prefill_chunk_tokens": (64.0, 1_048_576.0),
     "admission_wait_steps": (0.0, 100.0),
+    "prefill_queue_share": (0.0, 1.0),
 }
 
 DEFAULT_EFFICIENCY = EfficiencyParams()

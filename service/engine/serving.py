@@ -50,11 +50,15 @@ def serving_state(
       average, R·S_in/S_out prefill tokens (one prompt per S_out steps per slot), priced as one
       unified GEMM pass with attention per request (decode at mean context S_in + S_out/2).
     - TPOT = mean step time.
-    - A new request waits ``admission_wait_steps`` steps, then its prompt runs in
-      n = ceil(S_in / prefill_chunk_tokens) chunks, each in a step beside the R decode tokens.
+    - A new request waits ``admission_wait_steps`` steps, then behind the prompts queued ahead of
+      it, then its prompt runs in n = ceil(S_in / prefill_chunk_tokens) chunks, each in a step
+      beside the R decode tokens. Prompts ahead: ``prefill_queue_share`` · (R − 1) (0 when
+      arrivals are spread over the decode cycle, ½ for lockstep waves of equal-length closed-loop
+      clients: half the wave is ahead on average), each costing the time its n chunks add to
+      their steps (mixed step minus the decode-only step).
     - Waiting for a slot when C > R (closed loop, Little's law): each request's service time
-      T = admission + prefill + (S_out − 1)·TPOT; throughput X = R / T, response time C / X,
-      so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
+      T = admission + prompts ahead + prefill + (S_out − 1)·TPOT; throughput X = R / T, response
+      time C / X, so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
     """
     c = np.asarray(concurrency, dtype=np.float64)
     running = np.minimum(c, max_running) if max_running > 0 else c
@@ -82,9 +86,13 @@ def serving_state(
     first = run([decode, chunk], "mixed")
     tpot = step.time_s
     admission = params.admission_wait_steps * tpot
-    service = admission + chunks * first.time_s + (s_out - 1.0) * tpot
+    # Prompts ahead of a new request: share · (R − 1), each adding the step time its chunks add.
+    prompt_s = chunks * np.maximum(first.time_s - decode_only.time_s, 0.0)
+    behind_prompts = params.prefill_queue_share * np.maximum(running - 1.0, 0.0) * prompt_s
+    first_token = admission + behind_prompts + chunks * first.time_s
+    service = first_token + (s_out - 1.0) * tpot
     queue_wait = (c / running - 1.0) * service
-    ttft = queue_wait + admission + chunks * first.time_s
+    ttft = queue_wait + first_token
     e2e = ttft + (s_out - 1.0) * tpot
     share = np.clip((tpot - decode_only.time_s) / tpot, 0.0, 1.0)
     return ServingState(

@@ -192,3 +192,21 @@ def test_sequence_overhead_scales_with_the_running_batch(
     np.testing.assert_allclose(
         slowed_s.tpot_ms - plain_s.tpot_ms, running * (1 + 1 / 128) * 0.1, rtol=1e-6
     )
+
+
+def test_prefill_queue_share_waits_behind_other_prompts(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    kwargs = {"input_tokens": 2048, "output_tokens": 256, "batch_sizes": [1.0, 16.0, 64.0]}
+    plain = estimate(llama8b, h100, mode="serving", **kwargs)  # type: ignore[arg-type]
+    lockstep = DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5)
+    waves = estimate(llama8b, h100, mode="serving", params=lockstep, **kwargs)  # type: ignore[arg-type]
+    np.testing.assert_allclose(waves.tpot_ms, plain.tpot_ms)
+    extra = waves.ttft_ms - plain.ttft_ms
+    assert extra[0] == pytest.approx(0.0, abs=1e-9)  # alone: nobody ahead
+    # half of the other R − 1 prompts ahead, each adding at least its own prefill compute
+    flops_per_prompt = 2 * 8.0e9 * 2048
+    min_prompt_ms = flops_per_prompt / h100.peak_flops_s("bf16") * 1e3
+    assert extra[1] > 0.5 * 15 * min_prompt_ms
+    assert extra[2] / extra[1] == pytest.approx(63 / 15, rel=0.25)
+    assert np.all(waves.requests_per_s < plain.requests_per_s + 1e-12)

@@ -36,7 +36,8 @@ from service.engine.shapes import ModelShape
 
 Run = StaticMeasurement | ServingMeasurement
 STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_overhead_us")
-SERVING_NAMES = (*STATIC_NAMES, "admission_wait_steps")
+QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share")
+SERVING_NAMES = (*STATIC_NAMES, *QUEUE_NAMES)
 ROUNDS = 3
 # Relative step for finite differences; overheads at 0 use an absolute step in their unit.
 _REL_STEP = 0.05
@@ -45,6 +46,7 @@ _ABS_STEP = {
     "step_overhead_us": 50.0,
     "sequence_overhead_us": 2.0,
     "admission_wait_steps": 0.25,
+    "prefill_queue_share": 0.05,
 }
 
 
@@ -151,7 +153,31 @@ def _fit(
     names: Sequence[str],
     values: Mapping[str, float],
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Gauss-Newton rounds on the linearised engine; returns values and standard errors.
+    """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
+
+    TPOT and static latencies do not depend on the queue terms, so the stages are exact; the
+    split keeps TTFT's queueing from being absorbed into per-step overheads.
+    """
+    is_ttft = predictor.serving & np.array([t.output == "ttft_ms" for t in predictor.targets])
+    current, se = dict(values), {}
+    stages = [
+        ([n for n in names if n not in QUEUE_NAMES], ~is_ttft),
+        ([n for n in names if n in QUEUE_NAMES], is_ttft),
+    ]
+    for stage_names, use in stages:
+        if stage_names and use.any():
+            current, stage_se = _fit_stage(predictor, stage_names, current, use)
+            se.update(stage_se)
+    return current, se
+
+
+def _fit_stage(
+    predictor: _Predictor,
+    names: Sequence[str],
+    values: Mapping[str, float],
+    use: NDArray[np.bool_],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Gauss-Newton rounds on the linearised engine over the targets in ``use``.
 
     The overheads enter every prediction (almost) linearly, so a forward-difference Jacobian
     per round is near exact and two or three rounds converge.
@@ -167,8 +193,9 @@ def _fit(
             sign = 1.0 if current[name] + h <= PARAMETER_BOUNDS[name][1] else -1.0
             shifted = {**current, name: current[name] + sign * h}
             jac[:, j] = (predictor.predict(EfficiencyParams.from_dict(shifted)) - p0) / (sign * h)
+        p0, jac = p0[use], jac[use]
         x0 = np.array([current[n] for n in names])
-        measured = predictor.measured
+        measured = predictor.measured[use]
 
         def residuals(
             x: Mapping[str, float],
