@@ -151,15 +151,17 @@ def test_oversized_estimate_body_is_413(client: TestClient, settings: Settings) 
     assert response.headers["content-type"] == "application/problem+json"
 
 
-def test_measurements_per_calibration_are_capped(client: TestClient, app: FastAPI) -> None:
-    if "/v1/calibrations" not in app.openapi()["paths"]:
+def test_measurements_per_calibration_are_capped(
+    client: TestClient, app: FastAPI, auth_headers: dict[str, str]
+) -> None:
+    if "post" not in app.openapi()["paths"].get("/v1/calibrations", {}):
         pytest.skip("POST /v1/calibrations does not exist yet")
-    schema = app.openapi()["components"]["schemas"]
-    bodies = [s for name, s in schema.items() if name.startswith("Calibration")]
-    caps = [
-        s["properties"]["measurements"].get("maxItems")
-        for s in bodies
-        if "measurements" in s.get("properties", {})
-    ]
-    assert caps, "no calibration request schema with measurements"
-    assert all(cap is not None and cap <= MAX_MEASUREMENTS_PER_CALIBRATION for cap in caps)
+    row = {"kind": "gemm", "dtype": "bf16", "m": 16, "n": 4096, "k": 4096, "latency_ms": 0.03}
+    body = {
+        "accelerator": "h100-sxm",
+        "name": "too many",
+        "measurements": [row] * (MAX_MEASUREMENTS_PER_CALIBRATION + 1),
+    }
+    response = client.post("/v1/calibrations", json=body, headers=auth_headers)
+    assert response.status_code == 422, response.text
+    assert any(e["field"].startswith("measurements") for e in response.json()["errors"])
