@@ -13,7 +13,7 @@ from service.api.logs import configure_logging
 from service.api.metrics import RequestMetrics
 from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from service.api.problems import install_problem_handlers
-from service.api.routers import accelerators, analysis, charts, health, models
+from service.api.routers import accelerators, analysis, calibrations, charts, health, models
 from service.api.routers import planning as planning_routes
 from service.api.routers.dashboard import mount_dashboard
 from service.db.session import make_engine, make_session_factory
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(accelerators.router)
     app.include_router(models.router)
     app.include_router(analysis.router)
+    app.include_router(calibrations.router)
     app.include_router(planning_routes.router)
     app.include_router(charts.router)
     mount_dashboard(app)

@@ -1,11 +1,22 @@
-"""ORM tables: catalog rows (accelerators, models) and API keys."""
+"""ORM tables: catalog rows (accelerators, models), API keys and calibration profiles."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.db.base import Base
@@ -83,3 +94,57 @@ class ApiKeyRow(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class CalibrationProfileRow(Base):
+    """An immutable calibration profile: its metadata, stored fit result and representation."""
+
+    __tablename__ = "calibration_profiles"
+    __table_args__ = (
+        UniqueConstraint("accelerator", "backend", "name", "version"),
+        Index("ix_calibration_profiles_lookup", "accelerator", "backend", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    accelerator: Mapped[str] = mapped_column(String(100))
+    backend: Mapped[str] = mapped_column(String(50), default="")  # "" = any backend
+    backend_version: Mapped[str] = mapped_column(String(100), default="")
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    n_measurements: Mapped[int] = mapped_column(Integer)
+    # CalibrationResult.to_dict(): rebuilt with from_dict to serve estimates.
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Parameters, fit quality, intervals and warnings as the API returns them.
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CalibrationMeasurementRow(Base):
+    """One measurement a profile was fitted on (the measurement dataclass as JSON)."""
+
+    __tablename__ = "calibration_measurements"
+    __table_args__ = (UniqueConstraint("profile_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    profile_id: Mapped[str] = mapped_column(
+        String(40), ForeignKey("calibration_profiles.id", ondelete="CASCADE")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class IdempotencyKeyRow(Base):
+    """The first answer to a POST sent with an Idempotency-Key, replayed on retries."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("owner", "endpoint", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(64))  # API key lookup prefix
+    endpoint: Mapped[str] = mapped_column(String(100))
+    key: Mapped[str] = mapped_column(String(255))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,46 +1,99 @@
 """Resolve a request's ``calibration`` value into the efficiency parameters the engine uses.
 
-The single extension point for calibration profiles: ``"none"`` is the spec-sheet roofline with
-the default efficiency priors; ``"auto"`` will pick the newest profile for the accelerator and
-backend (none exist yet, so it falls back to the priors); any other value is a profile id.
+``"none"`` is the spec-sheet roofline with the default efficiency priors. ``"auto"`` picks the
+newest stored profile for the accelerator and backend: one with exactly that backend, else one
+stored without a backend; a request without a backend takes the newest of any backend; no
+profile means the priors. Any other value is a profile id; a profile fitted on another
+accelerator has its efficiencies transferred onto this accelerator's spec sheet (the fractions
+apply to the new peaks and bandwidths), and the answer says so in ``transferred_from``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
+from service.db.calibration_repository import CalibrationRepository
+from service.db.models import CalibrationProfileRow
+from service.engine.calibration.fit import CalibrationResult
+from service.engine.calibration.intervals import estimate_intervals
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.estimate import EstimateResult
 from service.services.errors import NotFoundError
 
 AUTO = "auto"
 NONE = "none"
+INTERVAL_FIELDS = ("ttft_ms_p10", "ttft_ms_p90", "tpot_ms_p10", "tpot_ms_p90")
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedEfficiency:
     """Engine parameters and the profile they came from (``{"id", "name", "transferred_from"}``).
 
-    ``calibration`` is None when the answer uses the uncalibrated priors.
+    ``calibration`` is None when the answer uses the uncalibrated priors. ``profile`` is the
+    stored fit (``CalibrationResult.to_dict()``) whose held-out residuals give the intervals,
+    and ``transferred`` says it is applied to another accelerator than it was fitted on.
     """
 
     params: EfficiencyParams
     calibration: dict[str, Any] | None
+    profile: Mapping[str, Any] | None = None
+    transferred: bool = False
 
 
 UNCALIBRATED = ResolvedEfficiency(params=DEFAULT_EFFICIENCY, calibration=None)
 
 
+def _find(
+    repo: CalibrationRepository, accelerator_id: str, backend: str | None, calibration: str
+) -> CalibrationProfileRow | None:
+    if calibration != AUTO:
+        row = repo.get(calibration)
+        if row is None:
+            raise NotFoundError("calibration profile", calibration)
+        return row
+    if backend:
+        return repo.newest(accelerator_id, backend) or repo.newest(accelerator_id, "")
+    return repo.newest(accelerator_id, None)
+
+
 def resolve_efficiency(
     session: Session, accelerator_id: str, backend: str | None, calibration: str
 ) -> ResolvedEfficiency:
-    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id.
-
-    No calibration profiles are stored yet: "auto" and "none" give the priors and every profile
-    id is unknown. ``session``, ``accelerator_id`` and ``backend`` select the profile once they are.
-    """
-    if calibration in (AUTO, NONE):
+    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id."""
+    if calibration == NONE:
         return UNCALIBRATED
-    raise NotFoundError("calibration profile", calibration)
+    row = _find(CalibrationRepository(session), accelerator_id, backend, calibration)
+    if row is None:
+        return UNCALIBRATED
+    result = CalibrationResult.from_dict(row.result)
+    transferred_from = row.accelerator if row.accelerator != accelerator_id else None
+    return ResolvedEfficiency(
+        params=result.efficiency,
+        calibration={"id": row.id, "name": row.name, "transferred_from": transferred_from},
+        profile=row.result,
+        transferred=transferred_from is not None,
+    )
+
+
+def interval_columns(
+    resolved: ResolvedEfficiency, result: EstimateResult
+) -> dict[str, list[float | None]]:
+    """80% interval bounds per point (``ttft_ms_p10`` ...); None without a calibration profile."""
+    if resolved.profile is None:
+        points = int(np.size(result.ttft_ms))
+        return {name: [None] * points for name in INTERVAL_FIELDS}
+    bands = estimate_intervals(resolved.profile, result, transferred=resolved.transferred)
+    columns: dict[str, list[float | None]] = {}
+    for metric in ("ttft_ms", "tpot_ms"):
+        band = bands[metric]
+        for suffix, values in (("p10", band.low), ("p90", band.high)):
+            columns[f"{metric}_{suffix}"] = [
+                v if math.isfinite(v) else None for v in np.atleast_1d(values).tolist()
+            ]
+    return columns

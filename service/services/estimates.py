@@ -22,7 +22,11 @@ from service.engine.precision import BF16, Precision
 from service.engine.roofline import IntensityRow, analyze_intensity
 from service.engine.shapes import ModelShape
 from service.services.catalog import CatalogService
-from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
+from service.services.efficiency_lookup import (
+    ResolvedEfficiency,
+    interval_columns,
+    resolve_efficiency,
+)
 from service.services.errors import ServiceError
 
 
@@ -336,6 +340,9 @@ class AnalysisService:
             "usd_per_hour": finite_or_none(result.usd_per_hour),
         }
         points = _points(result, batch_sizes)
+        for name, column in interval_columns(resolved, result).items():
+            for point, bound in zip(points, column, strict=True):
+                point[name] = bound
         answers: list[dict[str, Any]] = []
         start = 0
         for spec in specs:

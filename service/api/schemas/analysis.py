@@ -183,6 +183,14 @@ class PointOut(BaseModel):
     running_batch_size: float | None
     ttft_ms: float | None
     tpot_ms: float | None
+    ttft_ms_p10: float | None = Field(
+        default=None, description="Calibrated answers: 80% interval low end of ttft_ms."
+    )
+    ttft_ms_p90: float | None = Field(default=None, description="80% interval high end.")
+    tpot_ms_p10: float | None = Field(
+        default=None, description="Calibrated answers: 80% interval low end of tpot_ms."
+    )
+    tpot_ms_p90: float | None = Field(default=None, description="80% interval high end.")
     e2e_latency_ms: float | None
     queue_wait_ms: float | None
     output_tokens_per_s: float | None

@@ -1,0 +1,102 @@
+"""Calibration queries: the only place SQL for profiles, measurements and idempotency keys lives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
+
+from service.db.models import CalibrationMeasurementRow, CalibrationProfileRow, IdempotencyKeyRow
+
+
+class CalibrationRepository:
+    """Profiles and their measurements; callers own the transaction (writes flush)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, profile_id: str) -> CalibrationProfileRow | None:
+        """Return the profile with this id, or None."""
+        return self.session.get(CalibrationProfileRow, profile_id)
+
+    def next_version(self, accelerator: str, backend: str, name: str) -> int:
+        """Return 1 + the highest version stored for (accelerator, backend, name)."""
+        stmt = select(func.max(CalibrationProfileRow.version)).where(
+            CalibrationProfileRow.accelerator == accelerator,
+            CalibrationProfileRow.backend == backend,
+            CalibrationProfileRow.name == name,
+        )
+        return int(self.session.scalar(stmt) or 0) + 1
+
+    def add(
+        self, row: CalibrationProfileRow, measurements: Sequence[Mapping[str, Any]]
+    ) -> CalibrationProfileRow:
+        """Insert a profile and its measurements (``{"kind", "data"}`` each, in order) and flush."""
+        self.session.add(row)
+        self.session.flush()
+        if measurements:
+            rows = [
+                {"profile_id": row.id, "position": i, "kind": m["kind"], "data": m["data"]}
+                for i, m in enumerate(measurements)
+            ]
+            self.session.execute(insert(CalibrationMeasurementRow), rows)
+        return row
+
+    def measurements(self, profile_id: str) -> Sequence[CalibrationMeasurementRow]:
+        """Return a profile's measurements in upload order."""
+        stmt = (
+            select(CalibrationMeasurementRow)
+            .where(CalibrationMeasurementRow.profile_id == profile_id)
+            .order_by(CalibrationMeasurementRow.position)
+        )
+        return self.session.scalars(stmt).all()
+
+    def count_measurements(self, profile_id: str) -> int:
+        """Return how many measurements are stored for a profile."""
+        stmt = select(func.count()).where(CalibrationMeasurementRow.profile_id == profile_id)
+        return int(self.session.scalar(stmt) or 0)
+
+    def page(
+        self, *, accelerator: str | None = None, after_id: str | None = None, limit: int = 50
+    ) -> Sequence[CalibrationProfileRow]:
+        """Return up to ``limit`` profiles after ``after_id`` in id (= creation) order."""
+        stmt = select(CalibrationProfileRow)
+        if accelerator is not None:
+            stmt = stmt.where(CalibrationProfileRow.accelerator == accelerator)
+        if after_id is not None:
+            stmt = stmt.where(CalibrationProfileRow.id > after_id)
+        return self.session.scalars(stmt.order_by(CalibrationProfileRow.id).limit(limit)).all()
+
+    def newest(self, accelerator: str, backend: str | None) -> CalibrationProfileRow | None:
+        """Return the newest profile for an accelerator with this backend ("" none; None any)."""
+        stmt = select(CalibrationProfileRow).where(CalibrationProfileRow.accelerator == accelerator)
+        if backend is not None:
+            stmt = stmt.where(CalibrationProfileRow.backend == backend)
+        stmt = stmt.order_by(
+            CalibrationProfileRow.created_at.desc(), CalibrationProfileRow.id.desc()
+        )
+        return self.session.scalars(stmt.limit(1)).first()
+
+
+class IdempotencyRepository:
+    """Stored first answers keyed by (owner, endpoint, Idempotency-Key)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, owner: str, endpoint: str, key: str) -> IdempotencyKeyRow | None:
+        """Return the stored answer for this key, or None."""
+        stmt = select(IdempotencyKeyRow).where(
+            IdempotencyKeyRow.owner == owner,
+            IdempotencyKeyRow.endpoint == endpoint,
+            IdempotencyKeyRow.key == key,
+        )
+        return self.session.scalars(stmt).first()
+
+    def add(self, row: IdempotencyKeyRow) -> IdempotencyKeyRow:
+        """Insert and flush: a concurrent duplicate raises IntegrityError here."""
+        self.session.add(row)
+        self.session.flush()
+        return row

@@ -1,0 +1,293 @@
+"""Calibration use cases: fit an upload within a time budget, store it immutably, read it back.
+
+A POST with an ``Idempotency-Key`` is answered once: the first 201 is stored with the key (under
+a unique constraint, in the profile's own transaction), a retry with the same upload replays it,
+the same key with another upload is a 422. Two concurrent first attempts both fit; the loser's
+insert hits the constraint, is rolled back (so its profile is not stored) and replays the
+winner's answer.
+
+Fits run on a small dedicated thread pool, never on the event loop. A fit that exceeds
+``fit_budget_s`` is abandoned: the request fails with FitTimeoutError (503), nothing is stored,
+and the fit's thread finishes in the background (Python threads cannot be stopped); the pool's
+size bounds how many abandoned fits can run at once.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
+from service.db.models import CalibrationProfileRow, IdempotencyKeyRow, utcnow
+from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.intervals import (
+    COVERAGE,
+    DISTANCE_LOG_SIGMA,
+    TRANSFER_LOG_SIGMA,
+)
+from service.engine.calibration.measurements import Measurement
+from service.engine.errors import EngineError
+from service.engine.hardware import Accelerator
+from service.engine.shapes import ModelShape
+from service.services.calibration_uploads import (
+    CalibrationUpload,
+    check_against_catalog,
+    measurement_to_json,
+    referenced_models,
+)
+from service.services.catalog import CatalogService, Page
+from service.services.errors import FieldError, NotFoundError, ServiceError
+from service.services.representation import decode_cursor, encode_cursor
+
+ENDPOINT = "POST /v1/calibrations"
+FIT_WORKERS = 2
+_FIT_POOL = ThreadPoolExecutor(max_workers=FIT_WORKERS, thread_name_prefix="calibration-fit")
+
+
+class FitTimeoutError(ServiceError):
+    """The fit did not finish within the per-request time budget."""
+
+    def __init__(self, budget_s: float) -> None:
+        super().__init__(
+            f"the calibration fit exceeded its time budget of {budget_s:g} s; "
+            "send fewer measurements or retry later"
+        )
+        self.budget_s = budget_s
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOutcome:
+    """The answer to a POST: status, body, and whether it replays a stored answer."""
+
+    status_code: int
+    body: dict[str, Any]
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FitLimits:
+    """Operator limits of one calibration request."""
+
+    max_measurements: int
+    fit_budget_s: float
+
+
+def new_profile_id() -> str:
+    """A profile id that sorts by creation time: ``cal_`` + ms timestamp + random hex."""
+    return f"cal_{int(time.time() * 1000):013x}{secrets.token_hex(6)}"
+
+
+def _iso(row: CalibrationProfileRow) -> str:
+    """Creation time in ISO 8601 UTC (SQLite returns naive UTC datetimes)."""
+    moment = row.created_at
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat()
+
+
+def profile_to_dict(row: CalibrationProfileRow) -> dict[str, Any]:
+    """The profile as the API returns it."""
+    return {
+        "id": row.id,
+        "accelerator": row.accelerator,
+        "backend": row.backend or None,
+        "backend_version": row.backend_version or None,
+        "name": row.name,
+        "version": row.version,
+        "created_at": _iso(row),
+        **row.summary,
+    }
+
+
+def intervals_info(result: CalibrationResult) -> dict[str, Any]:
+    """How estimates made with this profile get their 80% intervals."""
+    return {
+        "coverage": COVERAGE,
+        "method": "empirical quantiles of held-out log(measured/predicted) residuals per metric, "
+        "widened for transfer to another accelerator and for workloads outside the calibrated "
+        "range",
+        "transfer_log_sigma": TRANSFER_LOG_SIGMA,
+        "distance_log_sigma_per_doubling": DISTANCE_LOG_SIGMA,
+        "residual_quantiles": {
+            key: {"n": q.n, "log_low": q.q_low, "log_high": q.q_high}
+            for key, q in result.residual_quantiles.items()
+        },
+        "calibrated_range": {
+            key: {"low": r.low, "high": r.high} for key, r in result.ranges.items()
+        },
+    }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def summary_of(upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
+    """The stored representation parts a fit determines (JSON-safe)."""
+    summary: dict[str, Any] = json_safe(
+        {
+            "format": upload.format,
+            "n_measurements": len(upload.measurements),
+            "parameters": result.parameters,
+            "standard_errors": dict(result.standard_errors),
+            "fit": result.fit_summary(),
+            "intervals": intervals_info(result),
+            "warnings": [*upload.warnings, *result.warnings],
+        }
+    )
+    return summary
+
+
+def run_fit(
+    measurements: Sequence[Measurement],
+    accelerator: Accelerator,
+    models: Mapping[str, ModelShape],
+    budget_s: float,
+) -> CalibrationResult:
+    """Fit on the fit pool within ``budget_s`` seconds (FitTimeoutError past it)."""
+    future = _FIT_POOL.submit(fit, measurements, accelerator, models)
+    try:
+        return future.result(timeout=budget_s)
+    except FutureTimeout:
+        future.cancel()
+        raise FitTimeoutError(budget_s) from None
+    except EngineError as exc:
+        raise FieldError("measurements", f"the fit rejected the measurements: {exc}") from exc
+
+
+class CalibrationService:
+    """Create, read and list calibration profiles within one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.catalog = CatalogService(session)
+        self.profiles = CalibrationRepository(session)
+        self.keys = IdempotencyRepository(session)
+
+    def get(self, profile_id: str) -> dict[str, Any]:
+        """Return one profile; NotFoundError if unknown."""
+        row = self.profiles.get(profile_id)
+        if row is None:
+            raise NotFoundError("calibration profile", profile_id)
+        return profile_to_dict(row)
+
+    def list_profiles(self, *, accelerator: str | None, cursor: str | None, limit: int) -> Page:
+        """Return a page of profiles in creation order, optionally for one accelerator."""
+        rows = self.profiles.page(
+            accelerator=accelerator, after_id=decode_cursor(cursor), limit=limit + 1
+        )
+        items = [profile_to_dict(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items=items, next_cursor=encode_cursor(items[-1]["id"]) if more else None)
+
+    def measurements(self, profile_id: str) -> list[dict[str, Any]]:
+        """Return the measurements a profile was fitted on, in upload order."""
+        if self.profiles.get(profile_id) is None:
+            raise NotFoundError("calibration profile", profile_id)
+        return [dict(r.data) for r in self.profiles.measurements(profile_id)]
+
+    def _replay(self, owner: str, key: str, fingerprint: str) -> CreateOutcome | None:
+        stored = self.keys.get(owner, ENDPOINT, key)
+        if stored is None:
+            return None
+        if stored.request_hash != fingerprint:
+            raise FieldError("Idempotency-Key", "was already used with a different request body")
+        return CreateOutcome(stored.status_code, dict(stored.response), replayed=True)
+
+    def check(
+        self, upload: CalibrationUpload, limits: FitLimits
+    ) -> tuple[Accelerator, dict[str, ModelShape]]:
+        """Validate an upload against limits and the catalog; return its accelerator and models."""
+        count = len(upload.measurements)
+        if count == 0:
+            raise FieldError("measurements", "the upload holds no usable measurement")
+        if count > limits.max_measurements:
+            raise FieldError(
+                "measurements",
+                f"at most {limits.max_measurements} measurements per calibration, got {count}",
+            )
+        try:
+            accelerator = self.catalog.accelerator(upload.metadata.accelerator)
+        except NotFoundError as exc:
+            raise FieldError("accelerator", f"{exc} in the catalog") from exc
+        models: dict[str, ModelShape] = {}
+        for model_id in referenced_models(upload.measurements):
+            try:
+                models[model_id] = self.catalog.model_shape(model_id)
+            except NotFoundError:
+                continue  # named with its row by check_against_catalog
+        check_against_catalog(upload, accelerator, models)
+        return accelerator, models
+
+    def create(
+        self,
+        upload: CalibrationUpload,
+        limits: FitLimits,
+        *,
+        owner: str,
+        idempotency_key: str | None = None,
+    ) -> CreateOutcome:
+        """Fit and store a profile (or replay the answer already given to this key)."""
+        fingerprint = upload.fingerprint()
+        if idempotency_key is not None:
+            replay = self._replay(owner, idempotency_key, fingerprint)
+            if replay is not None:
+                return replay
+        accelerator, models = self.check(upload, limits)
+        result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
+        try:
+            body = self._store(upload, result)
+            if idempotency_key is not None:
+                self.keys.add(
+                    IdempotencyKeyRow(
+                        owner=owner,
+                        endpoint=ENDPOINT,
+                        key=idempotency_key,
+                        request_hash=fingerprint,
+                        status_code=201,
+                        response=body,
+                    )
+                )
+        except IntegrityError:
+            self.session.rollback()
+            if idempotency_key is not None:
+                replay = self._replay(owner, idempotency_key, fingerprint)
+                if replay is not None:
+                    return replay
+            # a concurrent upload took this version number: store as the next one
+            body = self._store(upload, result)
+        return CreateOutcome(201, body)
+
+    def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
+        meta = upload.metadata
+        row = CalibrationProfileRow(
+            id=new_profile_id(),
+            accelerator=meta.accelerator,
+            backend=meta.backend,
+            backend_version=meta.backend_version,
+            name=meta.name,
+            version=self.profiles.next_version(meta.accelerator, meta.backend, meta.name),
+            n_measurements=len(upload.measurements),
+            result=json_safe(result.to_dict()),
+            summary=summary_of(upload, result),
+            created_at=utcnow(),
+        )
+        stored = [{"kind": m.kind, "data": measurement_to_json(m)} for m in upload.measurements]
+        self.profiles.add(row, stored)
+        return profile_to_dict(row)

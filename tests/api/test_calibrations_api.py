@@ -1,0 +1,492 @@
+"""HTTP tests of /v1/calibrations: uploads (JSON, CSV, multipart, vllm bench), fit quality, bad
+rows, idempotency, limits, auth, and estimates that use the stored profiles."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from service.api.routers import calibrations as calibration_routes
+from service.api.schemas.analysis import EstimateResponse
+from service.api.schemas.calibrations import CalibrationProfileOut
+from service.client.measurement_files import read_measurement_file
+from service.services.calibration import CalibrationService
+from service.services.efficiency_lookup import INTERVAL_FIELDS
+
+DATA = Path(__file__).parents[1] / "data" / "benchmarks"
+GEMM = DATA / "h100_gemm_subset.csv"
+DECODE = DATA / "h100_decode_attention_subset.csv"
+SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
+
+# One row of h100_serving_qwen3_32b_subset.csv (sglang 0.5.8.post1, Qwen3-32B, ISL 1024, OSL 128,
+# concurrency 16, TP 1) written as `vllm bench serve --save-result` would store it: 160 prompts.
+VLLM_RESULT: dict[str, Any] = {
+    "date": "20250901-120000",
+    "backend": "sglang",
+    "model_id": "Qwen/Qwen3-32B",
+    "tokenizer_id": "Qwen/Qwen3-32B",
+    "num_prompts": 160,
+    "request_rate": "inf",
+    "burstiness": 1.0,
+    "max_concurrency": 16,
+    "duration": 200.5,
+    "completed": 160,
+    "total_input_tokens": 160 * 1024,
+    "total_output_tokens": 160 * 128,
+    "request_throughput": 0.798,
+    "output_throughput": 102.1,
+    "total_token_throughput": 919.3,
+    "mean_ttft_ms": 6775.53813289375,
+    "median_ttft_ms": 6700.0,
+    "p99_ttft_ms": 9000.0,
+    "mean_tpot_ms": 25.47610364375,
+    "median_tpot_ms": 25.4,
+    "p99_tpot_ms": 27.0,
+    "mean_itl_ms": 25.4,
+    "mean_e2el_ms": 10010.0,
+    "custom_tag": "not a vllm field",
+}
+
+
+def measurements(path: Path) -> list[dict[str, Any]]:
+    """The file's rows as API measurement objects."""
+    return read_measurement_file(path, accelerator="h100-sxm").measurements
+
+
+def json_body(path: Path, **meta: Any) -> dict[str, Any]:
+    return {
+        "accelerator": "h100-sxm",
+        "name": path.stem,
+        **meta,
+        "measurements": measurements(path),
+    }
+
+
+def created(response: Any) -> dict[str, Any]:
+    assert response.status_code == 201, response.text
+    profile: dict[str, Any] = response.json()
+    CalibrationProfileOut.model_validate(profile)
+    return profile
+
+
+def stored_count(client: TestClient) -> int:
+    return len(client.get("/v1/calibrations", params={"limit": 200}).json()["items"])
+
+
+def stored_measurements(client: TestClient, profile_id: str) -> list[dict[str, Any]]:
+    response = client.get(f"/v1/calibrations/{profile_id}/measurements")
+    assert response.status_code == 200
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def test_json_upload_reports_held_out_fit_quality(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    body = json_body(GEMM, backend="vllm", backend_version="0.24.0")
+    profile = created(client.post("/v1/calibrations", json=body, headers=auth_headers))
+    assert profile["accelerator"] == "h100-sxm" and profile["backend"] == "vllm"
+    assert profile["backend_version"] == "0.24.0" and profile["version"] == 1
+    assert profile["format"] == "json" and profile["n_measurements"] == len(body["measurements"])
+    fit = profile["fit"]
+    assert fit["n_measurements"] == len(body["measurements"])
+    assert set(fit["n_by_kind"]) == {"gemm"}
+    for group in ("bf16", "fp8"):
+        metric = fit["metrics"][f"gemm_{group}.latency_ms"]
+        assert metric["held_out"]["n"] == metric["after"]["n"] > 0
+        assert math.isfinite(metric["held_out"]["mdape_pct"])
+    # the bf16 priors come from H100 tables; fp8 ones are off, and the fit must beat them on
+    # data it did not see
+    fp8 = fit["metrics"]["gemm_fp8.latency_ms"]
+    assert fp8["held_out"]["mdape_pct"] < fp8["before"]["mdape_pct"]
+    params = profile["parameters"]
+    assert 0.05 <= params["gemm_compute_efficiency_bf16"] <= 1.0
+    assert set(profile["standard_errors"]) == set(params)
+    assert "gemm_bf16.latency_ms" in profile["intervals"]["residual_quantiles"]
+    assert client.get(f"/v1/calibrations/{profile['id']}").json() == profile
+    listed = client.get("/v1/calibrations", params={"accelerator": "h100-sxm"}).json()
+    assert [p["id"] for p in listed["items"]] == [profile["id"]]
+    assert client.get("/v1/calibrations", params={"accelerator": "b200"}).json()["items"] == []
+    assert len(stored_measurements(client, profile["id"])) == len(body["measurements"])
+
+
+def test_csv_text_and_multipart_store_the_same_measurements(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    text = DECODE.read_text()
+    as_text = created(
+        client.post(
+            "/v1/calibrations",
+            content=text.encode(),
+            params={"accelerator": "h100-sxm", "name": "decode"},
+            headers={**auth_headers, "Content-Type": "text/csv"},
+        )
+    )
+    as_form = created(
+        client.post(
+            "/v1/calibrations",
+            files={"file": (DECODE.name, text.encode(), "text/csv")},
+            data={"accelerator": "h100-sxm", "name": "decode", "backend": "vllm"},
+            headers=auth_headers,
+        )
+    )
+    rows = len(text.strip().splitlines()) - 1
+    assert as_text["n_measurements"] == as_form["n_measurements"] == rows
+    assert as_text["format"] == as_form["format"] == "decode_attention"
+    assert as_text["backend"] is None and as_form["backend"] == "vllm"
+    assert stored_measurements(client, as_text["id"]) == stored_measurements(client, as_form["id"])
+    # same data, same deterministic fit
+    assert as_text["parameters"] == pytest.approx(as_form["parameters"])
+    first = stored_measurements(client, as_text["id"])[0]
+    assert first["kind"] == "attention" and first["phase"] == "decode"
+
+
+def test_vllm_bench_result_as_json_and_as_file(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    params = {"accelerator": "h100-sxm", "name": "vllm", "backend": "sglang"}
+    direct = created(
+        client.post("/v1/calibrations", json=VLLM_RESULT, params=params, headers=auth_headers)
+    )
+    upload = json.dumps(VLLM_RESULT).encode()
+    as_file = created(
+        client.post(
+            "/v1/calibrations",
+            files={"file": ("result.json", upload, "application/json")},
+            data=params,
+            headers=auth_headers,
+        )
+    )
+    assert direct["format"] == as_file["format"] == "vllm_bench_json"
+    assert as_file["version"] == direct["version"] + 1  # same (accelerator, backend, name)
+    (stored,) = stored_measurements(client, direct["id"])
+    assert stored["kind"] == "serving" and stored["model"] == "qwen3-32b"
+    assert (stored["concurrency"], stored["input_tokens"], stored["output_tokens"]) == (
+        16,
+        1024,
+        128,
+    )
+    assert stored["ttft_ms"] == VLLM_RESULT["mean_ttft_ms"]
+    assert stored["tpot_ms"] == VLLM_RESULT["mean_tpot_ms"]
+    assert stored["backend"] == "sglang"
+    assert any("custom_tag" in w for w in direct["warnings"])
+
+
+def test_unknown_columns_are_ignored_with_a_warning(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    text = "dtype,m,n,k,latency_ms,gpu_clock_mhz\n" + "".join(
+        f"bf16,{m},4096,4096,{0.004 + m * 1e-5},1980\n" for m in (1, 8, 16, 64, 256, 1024, 4096)
+    )
+    profile = created(
+        client.post(
+            "/v1/calibrations",
+            content=text,
+            params={"accelerator": "h100-sxm"},
+            headers={**auth_headers, "Content-Type": "text/csv"},
+        )
+    )
+    assert profile["name"] == "gemm upload"
+    assert any("gpu_clock_mhz" in w for w in profile["warnings"])
+
+
+def test_missing_required_columns_are_all_named(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    response = client.post(
+        "/v1/calibrations",
+        content="m,n,k,extra\n16,4096,4096,1\n",
+        params={"accelerator": "h100-sxm"},
+        headers={**auth_headers, "Content-Type": "text/csv"},
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert "dtype" in problem["detail"] and "latency_ms" in problem["detail"]
+    assert stored_count(client) == 0
+
+
+BAD_JSON_ROWS = [
+    ('{"kind": "gemm", "dtype": "bf16", "m": 16, "n": 1024, "k": 1024, "latency_ms": NaN}',
+     "measurements.1.latency_ms"),
+    ('{"kind": "gemm", "dtype": "bf16", "m": 16, "n": 1024, "k": 1024, "latency_ms": Infinity}',
+     "measurements.1.latency_ms"),
+    ('{"kind": "gemm", "dtype": "bf16", "m": 16, "n": 1024, "k": 1024, "latency_ms": -1}',
+     "measurements.1.latency_ms"),
+    ('{"kind": "gemm", "dtype": "bf16", "m": 0, "n": 1024, "k": 1024, "latency_ms": 0.01}',
+     "measurements.1.m"),
+    ('{"kind": "attention", "phase": "decode", "batch_size": 8, "context_tokens": 1024, '
+     '"num_heads": 32, "num_kv_heads": 5, "head_dim": 128, "latency_ms": 0.03}',
+     "measurements.1.num_kv_heads"),
+    ('{"kind": "static", "model": "no-such-model", "batch_size": 1, "input_tokens": 128, '
+     '"output_tokens": 128, "latency_ms": 900}',
+     "measurements.1.model"),
+    ('{"kind": "serving", "model": "qwen3-32b", "parallelism": {"tp": 3}, "input_tokens": 128, '
+     '"output_tokens": 128, "concurrency": 4, "tpot_ms": 20}',
+     "measurements.1.parallelism"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "field"), BAD_JSON_ROWS)
+def test_bad_json_row_is_named_and_nothing_is_stored(
+    client: TestClient, auth_headers: dict[str, str], row: str, field: str
+) -> None:
+    body = json.dumps(
+        {"accelerator": "h100-sxm", "name": "bad", "measurements": ["__ROW__"]}
+    ).replace('"__ROW__"', _GOOD + ", " + row)
+    response = client.post(
+        "/v1/calibrations",
+        content=body,
+        headers={**auth_headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert [e["field"] for e in problem["errors"]] == [field]
+    assert "row 2" in problem["detail"]
+    assert stored_count(client) == 0
+
+
+_GOOD = '{"kind": "gemm", "dtype": "bf16", "m": 16, "n": 4096, "k": 4096, "latency_ms": 0.02}'
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [("bf16,16,1024,1024,nan", "latency_ms"), ("bf16,16,1024,1024,0", "latency_ms"),
+     ("bf16,16,1024,x,0.01", "k"), ("bf16,16,-4,1024,0.01", "n")],
+)  # fmt: skip
+def test_bad_csv_row_is_named_and_nothing_is_stored(
+    client: TestClient, auth_headers: dict[str, str], line: str, field: str
+) -> None:
+    text = f"dtype,m,n,k,latency_ms\nbf16,16,4096,4096,0.02\nbf16,32,4096,4096,0.03\n{line}\n"
+    response = client.post(
+        "/v1/calibrations",
+        files={"file": ("gemm.csv", text.encode(), "text/csv")},
+        data={"accelerator": "h100-sxm"},
+        headers=auth_headers,
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"][0]["field"] == field and "row 3" in problem["detail"]
+    assert stored_count(client) == 0
+
+
+def test_unknown_model_in_a_csv_names_its_row(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    lines = SERVING.read_text().strip().splitlines()
+    bad = lines[3].replace("Qwen/Qwen3-32B", "Acme/Unknown-9B")
+    text = "\n".join([*lines[:3], bad, *lines[4:]]) + "\n"
+    response = client.post(
+        "/v1/calibrations",
+        content=text,
+        params={"accelerator": "h100-sxm"},
+        headers={**auth_headers, "Content-Type": "text/csv"},
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"][0]["field"] == "model"
+    assert "row 3" in problem["detail"] and "unknown-9b" in problem["detail"]
+    assert stored_count(client) == 0
+
+
+def test_metadata_and_media_type_errors(client: TestClient, auth_headers: dict[str, str]) -> None:
+    unknown = client.post(
+        "/v1/calibrations", json=json_body(GEMM, accelerator="no-such-gpu"), headers=auth_headers
+    )
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["field"] == "accelerator"
+    missing = client.post(
+        "/v1/calibrations",
+        content=GEMM.read_text(),
+        headers={**auth_headers, "Content-Type": "text/csv"},
+    )
+    assert missing.status_code == 422
+    assert missing.json()["errors"][0]["field"] == "accelerator"
+    xml = client.post(
+        "/v1/calibrations",
+        content=b"<gemm/>",
+        params={"accelerator": "h100-sxm"},
+        headers={**auth_headers, "Content-Type": "application/xml"},
+    )
+    assert xml.status_code == 415
+    assert stored_count(client) == 0
+
+
+def test_writes_need_a_write_key(client: TestClient, make_api_key: Callable[..., str]) -> None:
+    body = json_body(GEMM)
+    assert client.post("/v1/calibrations", json=body).status_code == 401
+    bad_key = {"X-API-Key": "rl_000000000000_nope"}
+    assert client.post("/v1/calibrations", json=body, headers=bad_key).status_code == 401
+    reader = {"X-API-Key": make_api_key("read")}
+    assert client.post("/v1/calibrations", json=body, headers=reader).status_code == 403
+    assert stored_count(client) == 0
+
+
+def test_idempotency_key_replays_and_conflicts(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    body = json_body(DECODE)
+    headers = {**auth_headers, "Idempotency-Key": "upload-1"}
+    first = client.post("/v1/calibrations", json=body, headers=headers)
+    again = client.post("/v1/calibrations", json=body, headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert stored_count(client) == 1
+    other = {**body, "name": "another name"}
+    conflict = client.post("/v1/calibrations", json=other, headers=headers)
+    assert conflict.status_code == 422
+    assert conflict.json()["errors"][0]["field"] == "Idempotency-Key"
+    fresh = client.post(
+        "/v1/calibrations", json=body, headers={**auth_headers, "Idempotency-Key": "upload-2"}
+    )
+    assert created(fresh)["id"] != first.json()["id"] and fresh.json()["version"] == 2
+    assert stored_count(client) == 2
+
+
+def test_concurrent_duplicate_key_replays_the_winner(
+    client: TestClient, auth_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that checked the key before another stored it hits the unique constraint."""
+    body = json_body(DECODE)
+    headers = {**auth_headers, "Idempotency-Key": "race"}
+    winner = created(client.post("/v1/calibrations", json=body, headers=headers))
+    real_replay = CalibrationService._replay
+    calls: list[int] = []
+
+    def late_replay(self: CalibrationService, *args: Any) -> Any:
+        calls.append(1)
+        return None if len(calls) == 1 else real_replay(self, *args)
+
+    monkeypatch.setattr(CalibrationService, "_replay", late_replay)
+    loser = client.post("/v1/calibrations", json=body, headers=headers)
+    assert len(calls) == 2  # missed once, then replayed after the IntegrityError
+    assert loser.status_code == 201 and loser.json() == winner
+    assert stored_count(client) == 1
+
+
+def test_measurement_limit(
+    client: TestClient, auth_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(calibration_routes, "MAX_MEASUREMENTS_PER_CALIBRATION", 10)
+    response = client.post("/v1/calibrations", json=json_body(DECODE), headers=auth_headers)
+    assert response.status_code == 422
+    assert "at most 10 measurements" in response.json()["detail"]
+    assert stored_count(client) == 0
+
+
+def test_fit_over_its_time_budget_is_a_503(
+    app: FastAPI, client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    app.state.settings = app.state.settings.model_copy(update={"fit_time_budget_s": 1e-9})
+    response = client.post("/v1/calibrations", json=json_body(GEMM), headers=auth_headers)
+    assert response.status_code == 503
+    assert response.headers["Retry-After"].isdigit()
+    assert "time budget" in response.json()["detail"]
+    assert stored_count(client) == 0
+
+
+def test_pagination_and_unknown_profile(client: TestClient, auth_headers: dict[str, str]) -> None:
+    body = json_body(DECODE)
+    ids = [created(client.post("/v1/calibrations", json=body, headers=auth_headers))["id"]
+           for _ in range(3)]  # fmt: skip
+    first = client.get("/v1/calibrations", params={"limit": 2}).json()
+    second = client.get(
+        "/v1/calibrations", params={"limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    assert [p["id"] for p in first["items"] + second["items"]] == ids
+    assert [p["version"] for p in first["items"] + second["items"]] == [1, 2, 3]
+    assert second["next_cursor"] is None
+    assert client.get("/v1/calibrations/cal_nope").status_code == 404
+    assert client.get("/v1/calibrations", params={"cursor": "%%%"}).status_code == 422
+
+
+# Estimates with stored profiles ------------------------------------------------------------
+
+
+def estimate(client: TestClient, **overrides: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "model": "qwen3-32b",
+        "accelerator": "h100-sxm",
+        "input_tokens": 1024,
+        "output_tokens": 128,
+        "batch_sizes": [1, 16, 64],
+        "mode": "serving",
+        "backend": "trtllm",
+    }
+    request.update(overrides)
+    response = client.post("/v1/estimates", json=request)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    EstimateResponse.model_validate(answer)
+    return answer
+
+
+@pytest.fixture
+def serving_profile(client: TestClient, auth_headers: dict[str, str]) -> dict[str, Any]:
+    """A profile of the TensorRT-LLM TP1/TP2 serving rows (two held-out groups; a fit of all
+    13 groups takes ~20 s, too slow for the default suite)."""
+    rows = [
+        m
+        for m in measurements(SERVING)
+        if m["backend"] == "trtllm" and m["parallelism"]["tp"] in (1, 2)
+    ]
+    assert len(rows) >= 8
+    body = {"accelerator": "h100-sxm", "name": "qwen3 serving", "backend": "trtllm",
+            "measurements": rows}  # fmt: skip
+    return created(client.post("/v1/calibrations", json=body, headers=auth_headers))
+
+
+def _relative_width(point: dict[str, Any], metric: str) -> float:
+    return float(point[f"{metric}_p90"] / point[f"{metric}_p10"])
+
+
+def test_auto_uses_the_newest_profile_with_intervals(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    serving = serving_profile["fit"]["metrics"]
+    assert serving["serving.tpot_ms"]["held_out"]["n"] > 0
+    assert serving["serving.ttft_ms"]["held_out"]["n"] > 0
+    auto = estimate(client, calibration="auto")
+    none = estimate(client, calibration="none")
+    assert auto["calibration"] == {
+        "id": serving_profile["id"],
+        "name": "qwen3 serving",
+        "transferred_from": None,
+    }
+    assert none["calibration"] is None
+    assert [p["tpot_ms"] for p in auto["points"]] != [p["tpot_ms"] for p in none["points"]]
+    for point in auto["points"]:
+        for metric in ("ttft_ms", "tpot_ms"):
+            low, high = point[f"{metric}_p10"], point[f"{metric}_p90"]
+            assert 0 < low < high and math.isfinite(high)
+    assert all(p[f] is None for p in none["points"] for f in INTERVAL_FIELDS)
+    by_id = estimate(client, calibration=serving_profile["id"])
+    assert by_id["points"] == auto["points"]
+    # another backend falls back to a backend-less profile, of which there is none
+    assert estimate(client, backend="vllm")["calibration"] is None
+
+
+def test_profile_transfers_to_another_accelerator(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    home = estimate(client, calibration=serving_profile["id"])
+    moved = estimate(client, accelerator="h200-sxm", calibration=serving_profile["id"])
+    assert moved["calibration"]["transferred_from"] == "h100-sxm"
+    assert moved["calibration"]["id"] == serving_profile["id"]
+    for here, there in zip(home["points"], moved["points"], strict=True):
+        assert _relative_width(there, "tpot_ms") > _relative_width(here, "tpot_ms")
+    # "auto" never borrows another accelerator's profile
+    assert estimate(client, accelerator="h200-sxm")["calibration"] is None
+    missing = client.post(
+        "/v1/estimates",
+        json={"model": "qwen3-32b", "accelerator": "h100-sxm", "input_tokens": 8,
+              "output_tokens": 8, "batch_sizes": [1], "calibration": "cal_missing"},
+    )  # fmt: skip
+    assert missing.status_code == 404
