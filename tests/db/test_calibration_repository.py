@@ -1,0 +1,138 @@
+"""Calibration persistence: versions, measurements, constraints, newest-profile lookup, and
+how estimates resolve ``calibration`` against stored profiles."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
+from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
+from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.services.efficiency_lookup import UNCALIBRATED, resolve_efficiency
+from service.services.errors import NotFoundError
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def profile(
+    profile_id: str,
+    *,
+    accelerator: str = "h100-sxm",
+    backend: str = "",
+    name: str = "p",
+    version: int = 1,
+    minutes: int = 0,
+    step_overhead_us: float = 400.0,
+) -> CalibrationProfileRow:
+    result: dict[str, Any] = {
+        "accelerator": accelerator,
+        "parameters": {"step_overhead_us": step_overhead_us},
+    }
+    return CalibrationProfileRow(
+        id=profile_id,
+        accelerator=accelerator,
+        backend=backend,
+        backend_version="",
+        name=name,
+        version=version,
+        n_measurements=0,
+        result=result,
+        summary={},
+        created_at=T0 + timedelta(minutes=minutes),
+    )
+
+
+def gemm(m: int) -> dict[str, Any]:
+    data = {"kind": "gemm", "dtype": "bf16", "m": m, "n": 1024, "k": 1024, "latency_ms": 0.01}
+    return {"kind": "gemm", "data": data}
+
+
+def test_measurements_are_stored_in_upload_order(db_session: Session) -> None:
+    repo = CalibrationRepository(db_session)
+    repo.add(profile("cal_a"), [gemm(m) for m in (64, 1, 16)])
+    repo.add(profile("cal_b", version=2), [gemm(8)])
+    assert [r.data["m"] for r in repo.measurements("cal_a")] == [64, 1, 16]
+    assert repo.count_measurements("cal_a") == 3 and repo.count_measurements("cal_b") == 1
+
+
+def test_versions_count_per_accelerator_backend_and_name(db_session: Session) -> None:
+    repo = CalibrationRepository(db_session)
+    assert repo.next_version("h100-sxm", "", "p") == 1
+    repo.add(profile("cal_a"), [])
+    repo.add(profile("cal_b", version=2), [])
+    assert repo.next_version("h100-sxm", "", "p") == 3
+    assert repo.next_version("h100-sxm", "vllm", "p") == 1
+    assert repo.next_version("h100-sxm", "", "other") == 1
+    assert repo.next_version("h200-sxm", "", "p") == 1
+
+
+def test_a_version_cannot_be_stored_twice(db_session: Session) -> None:
+    repo = CalibrationRepository(db_session)
+    repo.add(profile("cal_a"), [])
+    with pytest.raises(IntegrityError):
+        repo.add(profile("cal_b"), [])
+    db_session.rollback()
+
+
+def test_an_idempotency_key_is_unique_per_owner_and_endpoint(db_session: Session) -> None:
+    repo = IdempotencyRepository(db_session)
+
+    def key(owner: str) -> IdempotencyKeyRow:
+        return IdempotencyKeyRow(
+            owner=owner, endpoint="POST /x", key="k", request_hash="h", status_code=201, response={}
+        )
+
+    repo.add(key("alice"))
+    repo.add(key("bob"))
+    stored = repo.get("alice", "POST /x", "k")
+    assert stored is not None and stored.owner == "alice"
+    assert repo.get("alice", "POST /y", "k") is None
+    with pytest.raises(IntegrityError):
+        repo.add(key("alice"))
+    db_session.rollback()
+
+
+def test_newest_and_pages(db_session: Session) -> None:
+    repo = CalibrationRepository(db_session)
+    repo.add(profile("cal_1", backend="vllm", minutes=1), [])
+    repo.add(profile("cal_2", backend="", minutes=2), [])
+    repo.add(profile("cal_3", backend="vllm", name="q", minutes=3), [])
+    repo.add(profile("cal_4", accelerator="h200-sxm", minutes=4), [])
+    newest_vllm = repo.newest("h100-sxm", "vllm")
+    newest_plain = repo.newest("h100-sxm", "")
+    newest_any = repo.newest("h100-sxm", None)
+    assert newest_vllm is not None and newest_vllm.id == "cal_3"
+    assert newest_plain is not None and newest_plain.id == "cal_2"
+    assert newest_any is not None and newest_any.id == "cal_3"
+    assert repo.newest("b200", None) is None
+    assert [r.id for r in repo.page(limit=2)] == ["cal_1", "cal_2"]
+    assert [r.id for r in repo.page(after_id="cal_2")] == ["cal_3", "cal_4"]
+    assert [r.id for r in repo.page(accelerator="h200-sxm")] == ["cal_4"]
+
+
+def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
+    repo = CalibrationRepository(db_session)
+    assert resolve_efficiency(db_session, "h100-sxm", "vllm", "auto") is UNCALIBRATED
+    repo.add(profile("cal_plain", minutes=1, step_overhead_us=111.0), [])
+    repo.add(profile("cal_trt", backend="trtllm", minutes=2, step_overhead_us=222.0), [])
+
+    auto_vllm = resolve_efficiency(db_session, "h100-sxm", "vllm", "auto")
+    assert auto_vllm.calibration is not None and auto_vllm.calibration["id"] == "cal_plain"
+    assert auto_vllm.params.step_overhead_us == 111.0
+    auto_trt = resolve_efficiency(db_session, "h100-sxm", "trtllm", "auto")
+    assert auto_trt.calibration is not None and auto_trt.calibration["id"] == "cal_trt"
+    assert auto_trt.params.step_overhead_us == 222.0 and not auto_trt.transferred
+    none = resolve_efficiency(db_session, "h100-sxm", "trtllm", "none")
+    assert none.params == DEFAULT_EFFICIENCY and none.calibration is None
+
+    moved = resolve_efficiency(db_session, "h200-sxm", None, "cal_trt")
+    assert moved.calibration == {"id": "cal_trt", "name": "p", "transferred_from": "h100-sxm"}
+    assert moved.transferred and moved.params.step_overhead_us == 222.0
+    assert resolve_efficiency(db_session, "h200-sxm", None, "auto") is UNCALIBRATED
+    with pytest.raises(NotFoundError):
+        resolve_efficiency(db_session, "h100-sxm", None, "cal_missing")
