@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ from service.engine.shapes import ModelShape
 from service.services.errors import FieldError
 
 MAX_MISSING_COLUMNS = 32  # bound on the header probe loop
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,28 +186,59 @@ def decode_text(text: str, *, tp: int = 1, weights_dtype: str = "bf16") -> Parse
     return from_csv(text)
 
 
+def measured_elsewhere(m: Measurement, accelerator: str) -> str | None:
+    """The catalog-style accelerator id a run names when it is not ``accelerator``, else None.
+
+    Files such as Argonne's mix accelerators per row; free-text names ("H100 SXM 80GB") are not
+    compared.
+    """
+    named = getattr(m, "accelerator", "")
+    if named and _SLUG.match(named) and named != accelerator:
+        return str(named)
+    return None
+
+
 def build_upload(
     metadata: UploadMetadata, parsed: ParseResult, csv_text: str | None = None
 ) -> CalibrationUpload:
-    """Combine metadata and parsed measurements (``csv_text``: the CSV they came from)."""
+    """Combine metadata and parsed measurements (``csv_text``: the CSV they came from).
+
+    Runs measured on another accelerator are dropped with a warning.
+    """
+    kept: list[Measurement] = []
+    skipped: dict[str, int] = {}
+    for m in parsed.measurements:
+        other = measured_elsewhere(m, metadata.accelerator)
+        if other is None:
+            kept.append(m)
+        else:
+            skipped[other] = skipped.get(other, 0) + 1
+    warnings = list(parsed.warnings)
+    if skipped:
+        counts = ", ".join(f"{n} on {acc}" for acc, n in sorted(skipped.items()))
+        warnings.append(f"rows measured on other accelerators skipped: {counts}")
     return CalibrationUpload(
         metadata=metadata,
-        measurements=parsed.measurements,
+        measurements=tuple(kept),
         format=parsed.format,
-        warnings=parsed.warnings,
+        warnings=tuple(warnings),
         csv_text=csv_text if parsed.format not in ("json", "vllm_bench_json") else None,
     )
 
 
-def _csv_row_of(text: str, index: int) -> int | None:
-    """Data row (from 1) of a CSV that produced measurement ``index`` (rows may be skipped)."""
+def _csv_row_of(text: str, index: int, accelerator: str) -> int | None:
+    """Data row (from 1) of a CSV that produced kept measurement ``index`` (rows may be
+    skipped by the parser or for naming another accelerator)."""
     rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
     header, body = rows[0], [r for r in rows[1:] if any(c.strip() for c in r)]
     produced = 0
     for row, cells in enumerate(body, start=1):
         buffer = io.StringIO()
         csv.writer(buffer).writerows([header, cells])
-        produced += len(parse_csv(buffer.getvalue()).measurements)
+        produced += sum(
+            measured_elsewhere(m, accelerator) is None
+            for m in parse_csv(buffer.getvalue()).measurements
+        )
         if produced > index:
             return row
     return None
@@ -215,7 +248,8 @@ def _where(upload: CalibrationUpload, index: int, field: str) -> tuple[str, str]
     """(field name, row prefix) for the measurement at ``index`` of an upload."""
     if upload.format == "json":
         return f"measurements.{index}.{field}", f"row {index + 1}"
-    row = _csv_row_of(upload.csv_text, index) if upload.csv_text is not None else index + 1
+    text, accelerator = upload.csv_text, upload.metadata.accelerator
+    row = _csv_row_of(text, index, accelerator) if text is not None else index + 1
     return field, f"row {row}"
 
 

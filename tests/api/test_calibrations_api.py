@@ -24,6 +24,7 @@ DATA = Path(__file__).parents[1] / "data" / "benchmarks"
 GEMM = DATA / "h100_gemm_subset.csv"
 DECODE = DATA / "h100_decode_attention_subset.csv"
 SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
+ARGONNE_TTFT = DATA / "argonne_ttft.csv"
 
 # One row of h100_serving_qwen3_32b_subset.csv (sglang 0.5.8.post1, Qwen3-32B, ISL 1024, OSL 128,
 # concurrency 16, TP 1) written as `vllm bench serve --save-result` would store it: 160 prompts.
@@ -293,6 +294,38 @@ def test_unknown_model_in_a_csv_names_its_row(
     assert problem["errors"][0]["field"] == "model"
     assert "row 3" in problem["detail"] and "unknown-9b" in problem["detail"]
     assert stored_count(client) == 0
+
+
+def test_rows_of_other_accelerators_are_skipped_and_rows_still_named(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    text = ARGONNE_TTFT.read_text()
+    data = [line for line in text.splitlines()[1:] if line.strip(", ")]
+    h100 = [i for i, line in enumerate(data) if line.startswith("Nvidia H100 GPU")]
+    profile = created(
+        client.post(
+            "/v1/calibrations",
+            content=text,
+            params={"accelerator": "h100-sxm"},
+            headers={**auth_headers, "Content-Type": "text/csv"},
+        )
+    )
+    assert profile["n_measurements"] == len(h100) > 0
+    assert any("mi300x" in w and "other accelerators" in w for w in profile["warnings"])
+    # an unknown model on the last H100 row is reported with that row's number
+    last = h100[-1]
+    model = data[last].split(",")[3]
+    data[last] = data[last].replace(model, "acme/Unknown-1B")
+    bad = "\n".join([text.splitlines()[0], *data]) + "\n"
+    response = client.post(
+        "/v1/calibrations",
+        content=bad,
+        params={"accelerator": "h100-sxm"},
+        headers={**auth_headers, "Content-Type": "text/csv"},
+    )
+    assert response.status_code == 422, response.text
+    assert f"row {last + 1}:" in response.json()["detail"]
+    assert stored_count(client) == 1
 
 
 def test_metadata_and_media_type_errors(client: TestClient, auth_headers: dict[str, str]) -> None:

@@ -68,9 +68,15 @@ _UPLOAD_FORM = _schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
-    "description": "The api.md JSON body; or a benchmark CSV (text/csv or a multipart file); or a "
-    "`vllm bench serve --save-result` JSON result (as application/json with query metadata, or "
-    "as a multipart file).",
+    "description": "The api.md JSON body; or a benchmark CSV (text/csv or a multipart file; "
+    "columns of the H100 gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or "
+    "`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored "
+    "with a warning); or a `vllm bench serve --save-result` result, one object or a list (as "
+    "application/json with the metadata as query parameters, or as a multipart file). vllm "
+    "mapping: model_id → model, max_concurrency (or num_prompts when unbounded) → concurrency, "
+    "total_input_tokens/completed → input_tokens, total_output_tokens/completed → "
+    "output_tokens, mean_ttft_ms → ttft_ms, mean_tpot_ms → tpot_ms, backend, "
+    "tensor_parallel_size (else the `tp` query parameter), precision (else `weights_dtype`).",
     "content": {
         "application/json": {"schema": _schema(CalibrationCreate)},
         "text/csv": {"schema": {"type": "string"}},
