@@ -1,0 +1,289 @@
+"""Load generator for a live ``ridgeline serve --workers 2`` on loopback; writes a result file.
+
+Run: .venv/bin/python benchmarks/load/loadgen.py [--duration 10] [--url http://...]
+Without --url it starts its own server on a fresh SQLite database (rate limits off). Each
+scenario runs at saturation (closed loop, fixed concurrency) and at a fixed request rate (open
+loop: latency counts from each request's scheduled send time, so a stalled server is not hidden).
+The client is a minimal keep-alive HTTP/1.1 client on asyncio, light enough to share the machine.
+Targets (issue 5): >= 1,500 req/s single-point estimate at saturation; p99 <= 25 ms at 500 req/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+
+RESULT = Path(__file__).parent / "results.md"
+READY_LIMIT_S = 120
+
+ESTIMATE = {
+    "model": "llama-3.1-8b",
+    "accelerator": "h100-sxm",
+    "input_tokens": 1024,
+    "output_tokens": 128,
+    "calibration": "none",
+}
+SCENARIOS: dict[str, tuple[str, str, dict[str, object] | None]] = {
+    "catalog GET": ("GET", "/v1/accelerators/h100-sxm", None),
+    "estimate, 1 batch size": ("POST", "/v1/estimates", {**ESTIMATE, "batch_sizes": [8]}),
+    "estimate, 64 batch sizes": (
+        "POST",
+        "/v1/estimates",
+        {**ESTIMATE, "batch_sizes": list(range(1, 65))},
+    ),
+    "intensity": (
+        "POST",
+        "/v1/intensity",
+        {
+            "model": "llama-3.1-70b",
+            "accelerator": "h100-sxm",
+            "phase": "decode",
+            "batch_size": 8,
+            "context_tokens": 2048,
+            "calibration": "none",
+        },
+    ),
+}
+
+
+@dataclass
+class Run:
+    """Outcome of one scenario in one mode."""
+
+    latencies_s: list[float] = field(default_factory=list)
+    errors: int = 0
+    non_2xx: int = 0
+    elapsed_s: float = 0.0
+
+    def row(self, name: str, mode: str) -> str:
+        done = len(self.latencies_s)
+        ms = np.array(self.latencies_s) * 1e3 if done else np.array([float("nan")])
+        rate = done / self.elapsed_s if self.elapsed_s else 0.0
+        return (
+            f"| {name} | {mode} | {rate:,.0f} | {np.percentile(ms, 50):.2f} | "
+            f"{np.percentile(ms, 99):.2f} | {self.non_2xx} | {self.errors} |"
+        )
+
+
+def encode(method: str, host: str, path: str, body: dict[str, object] | None) -> bytes:
+    """Return one keep-alive HTTP/1.1 request as bytes."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: keep-alive\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+    return (head + "\r\n").encode() + payload
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> int:
+    """Send a request and read its response; return the status code."""
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return status
+
+
+class Connections:
+    """A pool of keep-alive connections to one server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def send(self, request: bytes) -> int:
+        conn = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        try:
+            status = await exchange(*conn, request)
+        except Exception:
+            conn[1].close()
+            raise
+        self.idle.append(conn)
+        return status
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
+
+
+async def saturate(pool: Connections, request: bytes, concurrency: int, duration_s: float) -> Run:
+    """Closed loop: ``concurrency`` clients send back to back for ``duration_s``."""
+    run = Run()
+    deadline = time.perf_counter() + duration_s
+
+    async def client() -> None:
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            try:
+                status = await pool.send(request)
+            except Exception:
+                run.errors += 1
+                continue
+            run.latencies_s.append(time.perf_counter() - start)
+            run.non_2xx += status >= 300
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    run.elapsed_s = time.perf_counter() - began
+    return run
+
+
+async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s: float) -> Run:
+    """Open loop: start one request every 1/rate s; latency counts from its scheduled time."""
+    run = Run()
+    total = int(rate * duration_s)
+    began = time.perf_counter()
+
+    async def one(scheduled: float) -> None:
+        try:
+            status = await pool.send(request)
+        except Exception:
+            run.errors += 1
+            return
+        run.latencies_s.append(time.perf_counter() - scheduled)
+        run.non_2xx += status >= 300
+
+    tasks = []
+    for i in range(total):
+        scheduled = began + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(scheduled)))
+    await asyncio.gather(*tasks)
+    run.elapsed_s = time.perf_counter() - began
+    return run
+
+
+def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``ridgeline serve`` on a free loopback port and wait until it is ready."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ)
+    env.update(
+        RIDGELINE_DATABASE_URL=f"sqlite:///{workdir / 'load.db'}",
+        RIDGELINE_DATA_DIR=str(workdir),
+        RIDGELINE_RATE_LIMIT_ENABLED="false",
+    )
+    cli = Path(sys.executable).parent / "ridgeline"
+    log = (workdir / "server.log").open("wb")
+    process = subprocess.Popen(
+        [str(cli), "serve", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + READY_LIMIT_S
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.3)
+    os.killpg(process.pid, signal.SIGKILL)
+    raise RuntimeError("server did not become ready")
+
+
+def machine() -> str:
+    """Describe the machine the numbers come from."""
+    cpu = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in cpuinfo.read_text().splitlines()
+            if ln.startswith("model name")
+        ]
+        cpu = names[0] if names else cpu
+    return (
+        f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+async def measure(url: str, duration_s: float, concurrency: int, rate: float) -> list[str]:
+    """Run every scenario at saturation and at the fixed rate; return table rows."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    rows = []
+    for name, (method, path, body) in SCENARIOS.items():
+        request = encode(method, f"{host}:{port}", path, body)
+        pool = Connections(host, port)
+        await saturate(pool, request, concurrency, min(2.0, duration_s))  # warm-up
+        for mode, runner in (
+            (f"saturation, {concurrency} conns", saturate(pool, request, concurrency, duration_s)),
+            (f"fixed {rate:g} req/s", fixed_rate(pool, request, rate, duration_s)),
+        ):
+            run = await runner
+            rows.append(run.row(name, mode))
+            print(rows[-1], flush=True)
+        pool.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="An already running server (default: start one).")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=10.0, help="Seconds per run.")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rate", type=float, default=500.0, help="Fixed-rate mode, req/s.")
+    parser.add_argument("--output", type=Path, default=RESULT)
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        process = None
+        url = args.url
+        if url is None:
+            process, url = start_server(Path(tmp), args.workers)
+        try:
+            rows = asyncio.run(measure(url, args.duration, args.concurrency, args.rate))
+        finally:
+            if process is not None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)
+    header = [
+        "# Load benchmark (benchmarks/load/loadgen.py)",
+        "",
+        f"Machine: {machine()}.",
+        f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
+        "access logs, rate limits off; the load generator shares the machine.",
+        f"Each run {args.duration:g} s after a warm-up; latency in ms; "
+        f"`non-2xx` and `errors` (transport) count failures.",
+        f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
+        "(above ~2, other processes competed for the 2 cores).",
+        "",
+        "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    args.output.write_text("\n".join([*header, *rows]) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
