@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -402,6 +403,29 @@ def test_concurrent_duplicate_key_replays_the_winner(
     assert len(calls) == 2  # missed once, then replayed after the IntegrityError
     assert loser.status_code == 201 and loser.json() == winner
     assert stored_count(client) == 1
+
+
+def test_simultaneous_duplicates_store_one_profile(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """Two requests with one key sent at once: both get the same 201, one profile is stored."""
+    body = json_body(DECODE)
+    headers = {**auth_headers, "Idempotency-Key": "together"}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        responses = list(
+            pool.map(lambda _: client.post("/v1/calibrations", json=body, headers=headers), (0, 1))
+        )
+    assert [r.status_code for r in responses] == [201, 201]
+    assert responses[0].json() == responses[1].json()
+    assert stored_count(client) == 1
+    # without a key, simultaneous uploads of one name get consecutive versions
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = list(
+            pool.map(
+                lambda _: client.post("/v1/calibrations", json=body, headers=auth_headers), (0, 1)
+            )
+        )
+    assert sorted(created(r)["version"] for r in plain) == [2, 3]
 
 
 def test_measurement_limit(
