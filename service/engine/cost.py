@@ -10,12 +10,12 @@ _SECONDS_PER_HOUR = 3600.0
 
 
 def usd_per_million_tokens(
-    usd_per_gpu_hour: float | None, gpus: int, busy_s: FloatArray, tokens: FloatArray
+    usd_per_gpu_hour: float | FloatArray | None, gpus: int, busy_s: FloatArray, tokens: FloatArray
 ) -> FloatArray:
     """Return $ per million tokens: price · GPUs · busy seconds / 3600 / tokens · 10^6.
 
     Equivalent to physics.md's price × GPUs ÷ (3600 × tokens/s) × 10^6 with tokens/s =
-    tokens ÷ busy seconds. NaN when no price is known or no tokens are produced.
+    tokens ÷ busy seconds. NaN when no price is known (None, or NaN per point) or no tokens.
     """
     if usd_per_gpu_hour is None:
         return np.full(np.shape(tokens), np.nan)
@@ -24,11 +24,15 @@ def usd_per_million_tokens(
         return np.asarray(np.where(tokens > 0, usd / tokens * 1e6, np.nan), dtype=np.float64)
 
 
-def energy_per_token_j(tdp_w: float, gpus: int, tokens_per_s: FloatArray) -> FloatArray:
+def energy_per_token_j(
+    tdp_w: float | FloatArray, gpus: int, tokens_per_s: FloatArray
+) -> FloatArray:
     """Return joules per token at full board power (TDP · GPUs ÷ tokens/s); NaN without a TDP."""
-    if tdp_w <= 0:
+    tdp = np.asarray(tdp_w, dtype=np.float64)
+    if tdp.ndim == 0 and tdp <= 0:
         return np.full(np.shape(tokens_per_s), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(
-            np.where(tokens_per_s > 0, tdp_w * gpus / tokens_per_s, np.nan), dtype=np.float64
+            np.where((tokens_per_s > 0) & (tdp > 0), tdp * gpus / tokens_per_s, np.nan),
+            dtype=np.float64,
         )

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, peak_flops_s
+from service.engine.kernels import FloatArray, Hardware, peak_flops_s
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
-    max_batch_size,
+    MemoryBreakdown,
+    max_batch_sizes,
     memory_breakdown,
 )
 from service.engine.operators import StepCost, decode_step, prefill_step
@@ -75,26 +78,215 @@ class EstimateResult:
     energy_per_token_j: FloatArray
 
 
-def _check_inputs(
-    model: ModelShape,
-    accelerator: Accelerator,
-    precision: Precision,
-    parallelism: Parallelism,
-    input_tokens: int,
-    output_tokens: int,
-    batches: FloatArray,
-    mode: str,
+def _check_shared(
+    model: ModelShape, precision: Precision, parallelism: Parallelism, mode: str
 ) -> None:
+    """Validate what every member of a call shares: shape, dtypes, layout and mode."""
     model.validate()
     precision.validate()
     parallelism.check_divides(model)
-    peak_flops_s(accelerator, precision.compute_dtype)  # raises UnsupportedDtypeError
     if mode not in MODES:
         raise EngineError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+def _check_member(
+    accelerator: Accelerator,
+    precision: Precision,
+    input_tokens: int,
+    output_tokens: int,
+    batches: FloatArray,
+) -> None:
+    """Validate one member: the accelerator's peak for the dtype, lengths and batch sizes."""
+    peak_flops_s(accelerator, precision.compute_dtype)  # raises UnsupportedDtypeError
     if input_tokens < 1 or output_tokens < 1:
         raise EngineError("input_tokens and output_tokens must be at least 1")
     if batches.ndim != 1 or batches.size == 0 or not np.all(batches >= 1):
         raise EngineError("batch_sizes must be a non-empty list of values ≥ 1")
+
+
+@dataclass(frozen=True, slots=True)
+class _Points:
+    """Per-point outcome of one evaluation (arrays over the evaluated points)."""
+
+    max_batch: FloatArray
+    running: FloatArray
+    ttft_s: FloatArray
+    tpot_s: FloatArray
+    e2e_s: FloatArray
+    queue_s: FloatArray
+    requests_per_s: FloatArray
+    output_tps: FloatArray
+    total_tps: FloatArray
+    decode: StepCost
+    prefill: StepCost
+    memory: MemoryBreakdown
+    usd_in: FloatArray
+    usd_out: FloatArray
+
+
+def _evaluate(
+    model: ModelShape,
+    hardware: Hardware,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    s_in: FloatArray,
+    s_out: FloatArray,
+    batches: FloatArray,
+    mode: str,
+    params: EfficiencyParams,
+    price: float | FloatArray | None,
+    memory_utilization: float,
+) -> _Points:
+    """Run the timeline, memory and cost formulas elementwise over the points."""
+    gpus = parallelism.gpus_per_replica
+    chunk = params.prefill_chunk_tokens
+    max_batch = max_batch_sizes(
+        model,
+        hardware,
+        precision=precision,
+        parallelism=parallelism,
+        context_tokens=s_in + s_out,
+        step_tokens=chunk,
+        memory_utilization=memory_utilization,
+    )
+    decode: StepCost
+    prefill: StepCost
+    if mode == "static":
+        running = batches
+        prefill = prefill_step(
+            model,
+            hardware,
+            batch_size=batches,
+            input_tokens=s_in,
+            precision=precision,
+            parallelism=parallelism,
+            params=params,
+        )
+        decode = decode_step(
+            model,
+            hardware,
+            batch_size=batches,
+            context_tokens=s_in + s_out / 2.0,
+            precision=precision,
+            parallelism=parallelism,
+            params=params,
+        )
+        ttft_s = prefill.time_s
+        tpot_s = decode.time_s
+        e2e_s = ttft_s + (s_out - 1.0) * tpot_s
+        queue_s = np.zeros_like(batches)
+        requests_per_s = batches / e2e_s
+        input_busy_share = ttft_s / e2e_s
+        step_tokens = np.minimum(batches * s_in, chunk)
+    else:
+        state = serving_state(
+            model,
+            hardware,
+            concurrency=batches,
+            max_running=max_batch,
+            input_tokens=s_in,
+            output_tokens=s_out,
+            precision=precision,
+            parallelism=parallelism,
+            params=params,
+        )
+        running = state.running
+        decode = state.decode_only
+        prefill = prefill_step(
+            model,
+            hardware,
+            batch_size=1.0,
+            input_tokens=np.minimum(s_in, chunk),
+            precision=precision,
+            parallelism=parallelism,
+            params=params,
+        )
+        ttft_s, tpot_s, e2e_s = state.ttft_s, state.tpot_s, state.e2e_s
+        queue_s = state.queue_wait_s
+        requests_per_s = state.requests_per_s
+        input_busy_share = state.prefill_time_share
+        step_tokens = np.full_like(batches, chunk)
+    output_tps = requests_per_s * s_out
+    memory = memory_breakdown(
+        model,
+        hardware,
+        precision=precision,
+        parallelism=parallelism,
+        sequences=running,
+        context_tokens=s_in + s_out,
+        step_tokens=step_tokens,
+        memory_utilization=memory_utilization,
+    )
+    # Cost: split the replica's busy time between prefill (input) and decode (output) tokens.
+    one_second = np.ones_like(batches)
+    usd_in = usd_per_million_tokens(
+        price, gpus, input_busy_share * one_second, requests_per_s * s_in
+    )
+    usd_out = usd_per_million_tokens(price, gpus, (1.0 - input_busy_share) * one_second, output_tps)
+    return _Points(
+        max_batch=max_batch,
+        running=running,
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        e2e_s=e2e_s,
+        queue_s=queue_s,
+        requests_per_s=requests_per_s,
+        output_tps=output_tps,
+        total_tps=requests_per_s * (s_in + s_out),
+        decode=decode,
+        prefill=prefill,
+        memory=memory,
+        usd_in=usd_in,
+        usd_out=usd_out,
+    )
+
+
+def _columns(
+    p: _Points, batches: FloatArray, tdp_w: float | FloatArray, gpus: int
+) -> dict[str, Any]:
+    """Return the per-point fields of ``EstimateResult``, each an array shaped like ``batches``."""
+    shape = batches.shape
+
+    def full(x: npt.ArrayLike) -> FloatArray:
+        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+
+    def gb(x: npt.ArrayLike) -> FloatArray:
+        return full(np.asarray(x, dtype=np.float64) / 1e9)
+
+    memory = p.memory
+    return {
+        "batch_size": batches.copy(),
+        "running_batch_size": full(p.running),
+        "ttft_ms": full(p.ttft_s * 1e3),
+        "tpot_ms": full(p.tpot_s * 1e3),
+        "e2e_latency_ms": full(p.e2e_s * 1e3),
+        "queue_wait_ms": full(p.queue_s * 1e3),
+        "output_tokens_per_s": full(p.output_tps),
+        "total_tokens_per_s": full(p.total_tps),
+        "requests_per_s": full(p.requests_per_s),
+        "output_tokens_per_s_per_gpu": full(p.output_tps / gpus),
+        "decode_arithmetic_intensity_flop_per_byte": full(
+            p.decode.arithmetic_intensity_flop_per_byte
+        ),
+        "decode_bound": np.broadcast_to(p.decode.bound, shape).copy(),
+        "prefill_arithmetic_intensity_flop_per_byte": full(
+            p.prefill.arithmetic_intensity_flop_per_byte
+        ),
+        "prefill_bound": np.broadcast_to(p.prefill.bound, shape).copy(),
+        "weights_gb": gb(memory.weights_bytes),
+        "kv_cache_gb": gb(memory.kv_cache_bytes),
+        "activations_gb": gb(memory.activations_bytes),
+        "runtime_overhead_gb": gb(memory.runtime_overhead_bytes),
+        "total_gb": gb(memory.total_bytes),
+        "capacity_gb": gb(memory.capacity_bytes),
+        "usable_gb": gb(memory.usable_bytes),
+        "fits": np.broadcast_to(memory.fits, shape).copy(),
+        "usd_per_million_output_tokens": full(p.usd_out),
+        "usd_per_million_input_tokens": full(p.usd_in),
+        "energy_per_output_token_j": full(energy_per_token_j(tdp_w, gpus, p.output_tps)),
+        "energy_per_token_j": full(energy_per_token_j(tdp_w, gpus, p.total_tps)),
+    }
 
 
 def estimate(
@@ -118,105 +310,23 @@ def estimate(
     A configuration that does not fit is reported with ``fits`` False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
-    _check_inputs(
-        model, accelerator, precision, parallelism, input_tokens, output_tokens, batches, mode
-    )
-    s_in, s_out = float(input_tokens), float(output_tokens)
+    _check_shared(model, precision, parallelism, mode)
+    _check_member(accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
     price = price_usd_per_hour if price_usd_per_hour is not None else accelerator.price_usd_per_hour
-    chunk = params.prefill_chunk_tokens
-    max_batch = max_batch_size(
+    points = _evaluate(
         model,
         accelerator,
         precision=precision,
         parallelism=parallelism,
-        context_tokens=s_in + s_out,
-        step_tokens=chunk,
+        s_in=np.asarray(float(input_tokens)),
+        s_out=np.asarray(float(output_tokens)),
+        batches=batches,
+        mode=mode,
+        params=params,
+        price=price,
         memory_utilization=memory_utilization,
     )
-    decode: StepCost
-    prefill: StepCost
-    if mode == "static":
-        running = batches
-        prefill = prefill_step(
-            model,
-            accelerator,
-            batch_size=batches,
-            input_tokens=s_in,
-            precision=precision,
-            parallelism=parallelism,
-            params=params,
-        )
-        decode = decode_step(
-            model,
-            accelerator,
-            batch_size=batches,
-            context_tokens=s_in + s_out / 2.0,
-            precision=precision,
-            parallelism=parallelism,
-            params=params,
-        )
-        ttft_s = prefill.time_s
-        tpot_s = decode.time_s
-        e2e_s = ttft_s + (s_out - 1.0) * tpot_s
-        queue_s = np.zeros_like(batches)
-        requests_per_s = batches / e2e_s
-        input_busy_share = ttft_s / e2e_s
-        step_tokens = np.minimum(batches * s_in, chunk)
-    else:
-        state = serving_state(
-            model,
-            accelerator,
-            concurrency=batches,
-            max_running=max_batch,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            precision=precision,
-            parallelism=parallelism,
-            params=params,
-        )
-        running = state.running
-        decode = state.decode_only
-        prefill = prefill_step(
-            model,
-            accelerator,
-            batch_size=1.0,
-            input_tokens=min(s_in, chunk),
-            precision=precision,
-            parallelism=parallelism,
-            params=params,
-        )
-        ttft_s, tpot_s, e2e_s = state.ttft_s, state.tpot_s, state.e2e_s
-        queue_s = state.queue_wait_s
-        requests_per_s = state.requests_per_s
-        input_busy_share = state.prefill_time_share
-        step_tokens = np.full_like(batches, chunk)
-    output_tps = requests_per_s * s_out
-    total_tps = requests_per_s * (s_in + s_out)
-    memory = memory_breakdown(
-        model,
-        accelerator,
-        precision=precision,
-        parallelism=parallelism,
-        sequences=running,
-        context_tokens=s_in + s_out,
-        step_tokens=step_tokens,
-        memory_utilization=memory_utilization,
-    )
-    # Cost: split the replica's busy time between prefill (input) and decode (output) tokens.
-    one_second = np.ones_like(batches)
-    usd_in = usd_per_million_tokens(
-        price, gpus, input_busy_share * one_second, requests_per_s * s_in
-    )
-    usd_out = usd_per_million_tokens(price, gpus, (1.0 - input_busy_share) * one_second, output_tps)
-    shape = batches.shape
-
-    def full(x: npt.ArrayLike) -> FloatArray:
-        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
-
-    def gb(x: npt.ArrayLike) -> FloatArray:
-        return full(np.asarray(x, dtype=np.float64) / 1e9)
-
     return EstimateResult(
         mode=mode,
         compute_dtype=precision.compute_dtype,
@@ -227,32 +337,96 @@ def estimate(
         critical_batch_size=critical_batch_size(
             model, accelerator, precision=precision, parallelism=parallelism, params=params
         ),
-        max_batch_size=max_batch,
+        max_batch_size=int(points.max_batch),
         usd_per_hour=None if price is None else price * gpus,
-        batch_size=batches.copy(),
-        running_batch_size=full(running),
-        ttft_ms=full(ttft_s * 1e3),
-        tpot_ms=full(tpot_s * 1e3),
-        e2e_latency_ms=full(e2e_s * 1e3),
-        queue_wait_ms=full(queue_s * 1e3),
-        output_tokens_per_s=full(output_tps),
-        total_tokens_per_s=full(total_tps),
-        requests_per_s=full(requests_per_s),
-        output_tokens_per_s_per_gpu=full(output_tps / gpus),
-        decode_arithmetic_intensity_flop_per_byte=full(decode.arithmetic_intensity_flop_per_byte),
-        decode_bound=np.broadcast_to(decode.bound, shape).copy(),
-        prefill_arithmetic_intensity_flop_per_byte=full(prefill.arithmetic_intensity_flop_per_byte),
-        prefill_bound=np.broadcast_to(prefill.bound, shape).copy(),
-        weights_gb=gb(memory.weights_bytes),
-        kv_cache_gb=gb(memory.kv_cache_bytes),
-        activations_gb=gb(memory.activations_bytes),
-        runtime_overhead_gb=gb(memory.runtime_overhead_bytes),
-        total_gb=gb(memory.total_bytes),
-        capacity_gb=gb(memory.capacity_bytes),
-        usable_gb=gb(memory.usable_bytes),
-        fits=np.broadcast_to(memory.fits, shape).copy(),
-        usd_per_million_output_tokens=full(usd_out),
-        usd_per_million_input_tokens=full(usd_in),
-        energy_per_output_token_j=full(energy_per_token_j(accelerator.tdp_w, gpus, output_tps)),
-        energy_per_token_j=full(energy_per_token_j(accelerator.tdp_w, gpus, total_tps)),
+        **_columns(points, batches, accelerator.tdp_w, gpus),
     )
+
+
+def estimate_stacked(
+    model: ModelShape,
+    accelerators: Sequence[Accelerator],
+    *,
+    precision: Precision = Precision(),
+    parallelism: Parallelism = Parallelism(),
+    input_tokens: Sequence[int],
+    output_tokens: Sequence[int],
+    batch_sizes: Sequence[npt.ArrayLike],
+    mode: Mode | str = "static",
+    params: EfficiencyParams = DEFAULT_EFFICIENCY,
+    prices_usd_per_hour: Sequence[float | None] | None = None,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+    with_critical_batch: bool = True,
+) -> list[EstimateResult]:
+    """Return ``estimate`` of every member in one vectorised pass over all their points.
+
+    Member i is (accelerators[i], input_tokens[i], output_tokens[i], batch_sizes[i],
+    prices_usd_per_hour[i]); model, precision, layout, mode and parameters are shared. Any
+    invalid member raises for the whole call. Without ``with_critical_batch`` the (memoised,
+    but costly when cold) critical batch size is left None.
+    """
+    members = len(accelerators)
+    prices = list(prices_usd_per_hour) if prices_usd_per_hour is not None else [None] * members
+    if not len(input_tokens) == len(output_tokens) == len(batch_sizes) == len(prices) == members:
+        raise EngineError("every member needs an accelerator, lengths, batch sizes and a price")
+    if members == 0:
+        return []
+    _check_shared(model, precision, parallelism, mode)
+    arrays = [np.asarray(b, dtype=np.float64) for b in batch_sizes]
+    for acc, s_in, s_out, b in zip(accelerators, input_tokens, output_tokens, arrays, strict=True):
+        _check_member(acc, precision, s_in, s_out, b)
+    sizes = np.fromiter((b.size for b in arrays), dtype=np.intp, count=members)
+    member = np.repeat(np.arange(members), sizes)
+    unique: dict[int, int] = {}
+    for acc in accelerators:
+        unique.setdefault(id(acc), len(unique))
+    acc_index = np.fromiter((unique[id(a)] for a in accelerators), dtype=np.intp, count=members)
+    distinct = list({id(a): a for a in accelerators}.values())
+    stack = AcceleratorStack.of(distinct, acc_index[member])
+    member_price = [
+        p if p is not None else a.price_usd_per_hour
+        for p, a in zip(prices, accelerators, strict=True)
+    ]
+    price_array = np.asarray([np.nan if p is None else p for p in member_price])[member]
+    batches = np.concatenate(arrays)
+    gpus = parallelism.gpus_per_replica
+    points = _evaluate(
+        model,
+        stack,
+        precision=precision,
+        parallelism=parallelism,
+        s_in=np.asarray(input_tokens, dtype=np.float64)[member],
+        s_out=np.asarray(output_tokens, dtype=np.float64)[member],
+        batches=batches,
+        mode=mode,
+        params=params,
+        price=price_array,
+        memory_utilization=memory_utilization,
+    )
+    columns = _columns(points, batches, stack.tdp_w, gpus)
+    bounds = np.cumsum(sizes)[:-1]
+    split = {name: np.split(values, bounds) for name, values in columns.items()}
+    starts = np.concatenate([[0], bounds])
+    max_batch = points.max_batch[starts]
+    results = []
+    for i, acc in enumerate(accelerators):
+        price = member_price[i]
+        results.append(
+            EstimateResult(
+                mode=mode,
+                compute_dtype=precision.compute_dtype,
+                gpus_per_replica=gpus,
+                input_tokens=input_tokens[i],
+                output_tokens=output_tokens[i],
+                ridge_point_flop_per_byte=ridge_point_flop_per_byte(acc, precision.compute_dtype),
+                critical_batch_size=critical_batch_size(
+                    model, acc, precision=precision, parallelism=parallelism, params=params
+                )
+                if with_critical_batch
+                else None,
+                max_batch_size=int(max_batch[i]),
+                usd_per_hour=None if price is None else price * gpus,
+                **{name: parts[i] for name, parts in split.items()},
+            )
+        )
+    return results

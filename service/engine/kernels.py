@@ -8,11 +8,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.efficiency import EfficiencyParams
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, Accelerator
 
 FloatArray = npt.NDArray[np.float64]
+# One accelerator, or several laid out per point (figures become arrays over the points).
+Hardware = Accelerator | AcceleratorStack
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "send"]
 COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "send")
 
@@ -97,6 +100,20 @@ def peak_flops_s(accelerator: Accelerator, dtype: str) -> float:
     )
 
 
+def hardware_peak_flops_s(hardware: Hardware, dtype: str) -> float | FloatArray:
+    """Return dense peak FLOP/s of one accelerator, or per point of a stack."""
+    if isinstance(hardware, AcceleratorStack):
+        return hardware.peak_flops_s(dtype)
+    return peak_flops_s(hardware, dtype)
+
+
+def hardware_link_bytes_s(hardware: Hardware) -> float | FloatArray:
+    """Return the scale-up link bandwidth of one accelerator, or per point of a stack."""
+    if isinstance(hardware, AcceleratorStack):
+        return hardware.link_bytes_s
+    return link_bytes_s(hardware)
+
+
 def link_bytes_s(accelerator: Accelerator) -> float:
     """Return the per-direction scale-up link bandwidth in bytes/s (PCIe fallback when unset)."""
     gb_s = (
@@ -113,7 +130,7 @@ def gemm_cost(
     compute_dtype: str,
     weight_bytes_per_element: float,
     activation_bytes_per_element: float,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     params: EfficiencyParams,
 ) -> KernelCost:
     """Cost one GEMM x[m, k] · W[k, n]; m = 0 costs nothing.
@@ -133,7 +150,7 @@ def gemm_cost(
     # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
     compute_s = 2.0 * k_ * (m_ + m_half) * (n_ + n_half)
     compute_s = np.where(
-        active, compute_s / (peak_flops_s(accelerator, compute_dtype) * eff_max), 0.0
+        active, compute_s / (hardware_peak_flops_s(accelerator, compute_dtype) * eff_max), 0.0
     )
     bandwidth = accelerator.memory_bandwidth_bytes_s * params.gemm_memory_bandwidth_efficiency(
         compute_dtype
@@ -189,13 +206,13 @@ def attended_pairs(
 
 
 def attention_compute_s(
-    flops: FloatArray, length: FloatArray, accelerator: Accelerator, params: EfficiencyParams
+    flops: FloatArray, length: FloatArray, accelerator: Hardware, params: EfficiencyParams
 ) -> FloatArray:
     """Return attention compute seconds: flops / (peak · eff · L / (L + L_half)), 16-bit math.
 
     ``length`` is the attention length, the keys seen by the last query of each sequence.
     """
-    peak = peak_flops_s(accelerator, ATTENTION_DTYPE) * params.attention_compute_efficiency
+    peak = hardware_peak_flops_s(accelerator, ATTENTION_DTYPE) * params.attention_compute_efficiency
     half = params.attention_half_efficiency_tokens
     if half <= 0:
         return np.asarray(flops / peak, dtype=np.float64)
@@ -204,7 +221,9 @@ def attention_compute_s(
     return np.asarray(slowed / peak, dtype=np.float64)
 
 
-def kv_bytes_s(accelerator: Accelerator, params: EfficiencyParams, kv_dtype: str) -> float:
+def kv_bytes_s(
+    accelerator: Hardware, params: EfficiencyParams, kv_dtype: str
+) -> float | FloatArray:
     """Return the achieved KV-cache read bandwidth in bytes/s for a KV-cache dtype."""
     return accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency(kv_dtype)
 
@@ -221,7 +240,7 @@ def attention_cost(
     kv_dtype: str = "bf16",
     window_tokens: float = 0.0,
     activation_bytes_per_element: float = 2.0,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     params: EfficiencyParams,
 ) -> KernelCost:
     """Cost one attention kernel over ``batch_size`` sequences (scores + values, causal).
@@ -307,7 +326,7 @@ def collective_cost(
     num_gpus: npt.ArrayLike,
     message_bytes: npt.ArrayLike,
     *,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     params: EfficiencyParams,
 ) -> KernelCost:
     """Cost one collective over ``num_gpus`` (ring formulas); one GPU costs nothing.
@@ -320,7 +339,9 @@ def collective_cost(
     fraction, hops = _wire_fraction_and_hops(op, n)
     active = (n > 1) & (m > 0)
     wire_bytes = np.where(active, fraction * m, 0.0)
-    comm_s = wire_bytes / (link_bytes_s(accelerator) * params.collective_bandwidth_efficiency)
+    comm_s = wire_bytes / (
+        hardware_link_bytes_s(accelerator) * params.collective_bandwidth_efficiency
+    )
     latency_us = params.collective_latency_us + hops * params.collective_hop_latency_us
     time_s = comm_s + np.where(active, latency_us * 1e-6, 0.0)
     zero = np.zeros_like(time_s)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, as_array
+from service.engine.kernels import FloatArray, Hardware, as_array
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -24,6 +24,13 @@ RUNTIME_OVERHEAD_BYTES = 1.5e9
 _GIB = 2.0**30
 # Logits are produced in fp32.
 _LOGIT_BYTES = 4.0
+
+
+def hardware_capacity_bytes(hardware: Hardware) -> float | FloatArray:
+    """Return device memory of one accelerator, or per point of a stack."""
+    if isinstance(hardware, AcceleratorStack):
+        return hardware.capacity_bytes
+    return capacity_bytes(hardware)
 
 
 def capacity_bytes(accelerator: Accelerator) -> float:
@@ -204,8 +211,8 @@ class MemoryBreakdown:
     kv_cache_bytes: FloatArray
     activations_bytes: FloatArray
     runtime_overhead_bytes: float
-    capacity_bytes: float
-    usable_bytes: float
+    capacity_bytes: float | FloatArray
+    usable_bytes: float | FloatArray
 
     @property
     def total_bytes(self) -> FloatArray:
@@ -224,7 +231,7 @@ class MemoryBreakdown:
 
 def memory_breakdown(
     model: ModelShape,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     *,
     precision: Precision,
     parallelism: Parallelism,
@@ -241,7 +248,7 @@ def memory_breakdown(
     act = activation_bytes(
         model, precision, parallelism, step_tokens=step_tokens, logit_rows=sequences
     )
-    capacity = capacity_bytes(accelerator)
+    capacity = hardware_capacity_bytes(accelerator)
     return MemoryBreakdown(
         weights_bytes=weights,
         kv_cache_bytes=kv,
@@ -267,7 +274,31 @@ def max_batch_size(
     Activations are taken at ``step_tokens`` (the largest step the engine runs); each sequence
     costs its KV cache at ``context_tokens`` plus one fp32 logit row.
     """
-    capacity = capacity_bytes(accelerator) * memory_utilization
+    return int(
+        max_batch_sizes(
+            model,
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            context_tokens=context_tokens,
+            step_tokens=step_tokens,
+            memory_utilization=memory_utilization,
+        )
+    )
+
+
+def max_batch_sizes(
+    model: ModelShape,
+    accelerator: Hardware,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    context_tokens: npt.ArrayLike,
+    step_tokens: float,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+) -> FloatArray:
+    """Return ``max_batch_size`` elementwise over contexts (and a stack's points), as floats."""
+    capacity = hardware_capacity_bytes(accelerator) * memory_utilization
     weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
     act = float(
         activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
@@ -277,7 +308,5 @@ def max_batch_size(
     logit_row = float(
         activation_bytes(model, precision, parallelism, step_tokens=0.0, logit_rows=1.0)
     )
-    per_sequence = float(kv) + logit_row
-    if free <= 0:
-        return 0
-    return math.floor(free / per_sequence)
+    per_sequence = kv + logit_row
+    return np.asarray(np.where(free > 0, np.floor(free / per_sequence), 0.0), dtype=np.float64)

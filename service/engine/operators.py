@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from service.engine.efficiency import EfficiencyParams
-from service.engine.hardware import Accelerator
 from service.engine.kernels import (
     FloatArray,
+    Hardware,
     KernelCost,
     as_array,
     attention_cost,
@@ -153,7 +153,7 @@ class _StepBuilder:
     def __init__(
         self,
         model: ModelShape,
-        accelerator: Accelerator,
+        accelerator: Hardware,
         precision: Precision,
         parallelism: Parallelism,
         params: EfficiencyParams,
@@ -394,7 +394,7 @@ def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
 
 def step_cost(
     model: ModelShape,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     *,
     precision: Precision,
     parallelism: Parallelism,
@@ -412,7 +412,7 @@ def step_cost(
 
 def decode_step(
     model: ModelShape,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     *,
     batch_size: npt.ArrayLike,
     context_tokens: npt.ArrayLike,
@@ -435,7 +435,7 @@ def decode_step(
 
 def prefill_step(
     model: ModelShape,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     *,
     batch_size: npt.ArrayLike,
     input_tokens: npt.ArrayLike,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from service.engine.efficiency import EfficiencyParams
-from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray
+from service.engine.kernels import FloatArray, Hardware
 from service.engine.operators import AttentionGroup, StepCost, step_cost
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
@@ -34,12 +34,12 @@ class ServingState:
 
 def serving_state(
     model: ModelShape,
-    accelerator: Accelerator,
+    accelerator: Hardware,
     *,
     concurrency: FloatArray,
-    max_running: int,
-    input_tokens: int,
-    output_tokens: int,
+    max_running: npt.ArrayLike,
+    input_tokens: npt.ArrayLike,
+    output_tokens: npt.ArrayLike,
     precision: Precision,
     parallelism: Parallelism,
     params: EfficiencyParams,
@@ -61,8 +61,10 @@ def serving_state(
       time C / X, so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
     """
     c = np.asarray(concurrency, dtype=np.float64)
-    running = np.minimum(c, max_running) if max_running > 0 else c
-    s_in, s_out = float(input_tokens), float(output_tokens)
+    limit = np.asarray(max_running, dtype=np.float64)
+    running = np.where(limit > 0, np.minimum(c, limit), c)
+    s_in = np.asarray(input_tokens, dtype=np.float64)
+    s_out = np.asarray(output_tokens, dtype=np.float64)
 
     def run(groups: list[AttentionGroup], phase: str) -> StepCost:
         return step_cost(
@@ -79,7 +81,7 @@ def serving_state(
     prompts = AttentionGroup.of(running / s_out, s_in, 0.0)
     step = run([decode, prompts], "mixed")
     decode_only = run([decode], "decode")
-    chunks = float(np.ceil(s_in / params.prefill_chunk_tokens))
+    chunks = np.ceil(s_in / params.prefill_chunk_tokens)
     chunk = AttentionGroup.of(
         np.ones_like(running), s_in / chunks, s_in * (chunks - 1) / (2 * chunks)
     )
@@ -100,7 +102,7 @@ def serving_state(
         step=step,
         first_token_step=first,
         decode_only=decode_only,
-        prefill_chunks=np.full(np.shape(running), chunks),
+        prefill_chunks=np.broadcast_to(chunks, np.shape(running)).astype(np.float64),
         ttft_s=ttft,
         tpot_s=tpot,
         queue_wait_s=queue_wait,

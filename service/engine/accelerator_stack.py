@@ -1,0 +1,68 @@
+"""Accelerator figures laid out per evaluated point, so many accelerators are scored in one pass."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.hardware import Accelerator
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorStack:
+    """Point ``j`` runs on ``accelerators[index[j]]``; every figure is an array over points.
+
+    Stands in for one ``Accelerator`` wherever the kernel and memory formulas take one; the
+    results broadcast against batch-size arrays of the same length.
+    """
+
+    accelerators: tuple[Accelerator, ...]
+    index: IntArray
+    memory_bandwidth_bytes_s: FloatArray
+    link_bytes_s: FloatArray
+    capacity_bytes: FloatArray
+    tdp_w: FloatArray
+    _peaks: dict[str, FloatArray] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, accelerators: Sequence[Accelerator], index: npt.ArrayLike) -> AcceleratorStack:
+        """Lay out ``accelerators`` per point (``index`` names each point's accelerator)."""
+        # Imported here: kernels and memory import this module for their dispatch.
+        from service.engine.kernels import link_bytes_s
+        from service.engine.memory import capacity_bytes
+
+        accs = tuple(accelerators)
+        idx = np.asarray(index, dtype=np.intp)
+
+        def per_point(values: list[float]) -> FloatArray:
+            return np.asarray(values, dtype=np.float64)[idx]
+
+        return cls(
+            accelerators=accs,
+            index=idx,
+            memory_bandwidth_bytes_s=per_point([a.memory_bandwidth_bytes_s for a in accs]),
+            link_bytes_s=per_point([link_bytes_s(a) for a in accs]),
+            capacity_bytes=per_point([capacity_bytes(a) for a in accs]),
+            tdp_w=per_point([a.tdp_w for a in accs]),
+        )
+
+    @property
+    def id(self) -> str:
+        return ",".join(a.id for a in self.accelerators)
+
+    def peak_flops_s(self, dtype: str) -> FloatArray:
+        """Return dense peak FLOP/s per point; UnsupportedDtypeError if any accelerator lacks it."""
+        peak = self._peaks.get(dtype)
+        if peak is None:
+            from service.engine.kernels import peak_flops_s
+
+            values = [peak_flops_s(a, dtype) for a in self.accelerators]
+            peak = np.asarray(values, dtype=np.float64)[self.index]
+            self._peaks[dtype] = peak
+        return peak
