@@ -404,10 +404,9 @@ def estimate_stacked(
         memory_utilization=memory_utilization,
     )
     columns = _columns(points, batches, stack.tdp_w, gpus)
-    bounds = np.cumsum(sizes)[:-1]
-    split = {name: np.split(values, bounds) for name, values in columns.items()}
-    starts = np.concatenate([[0], bounds])
-    max_batch = points.max_batch[starts]
+    ends = np.cumsum(sizes).tolist()
+    starts = [0, *ends[:-1]]
+    max_batch = points.max_batch[starts].tolist()
     results = []
     for i, acc in enumerate(accelerators):
         price = member_price[i]
@@ -426,7 +425,7 @@ def estimate_stacked(
                 else None,
                 max_batch_size=int(max_batch[i]),
                 usd_per_hour=None if price is None else price * gpus,
-                **{name: parts[i] for name, parts in split.items()},
+                **{name: values[starts[i] : ends[i]] for name, values in columns.items()},
             )
         )
     return results

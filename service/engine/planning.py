@@ -1,13 +1,15 @@
 """Plan search: score every candidate deployment at all concurrency levels at once, then rank.
 
-One candidate is (model, accelerator, precision, layout, efficiency parameters, price). For each,
-one ``estimate`` call evaluates an array of concurrency levels up to the memory limit; service
-targets mask the levels, the objective picks the best level, and candidates are ranked. Nothing
-here loops over concurrency levels in Python.
+One candidate is (model, accelerator, precision, layout, efficiency parameters, price). Each is
+scored at an array of concurrency levels up to its memory limit; candidates that share model,
+precision, layout and parameters go through one ``estimate_stacked`` pass (every accelerator's
+levels at once). Service targets mask the levels, the objective picks the best level, and
+candidates are ranked. Nothing here loops over concurrency levels in Python.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ import numpy.typing as npt
 from service.engine.calibration.intervals import ResidualQuantiles, interval
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
-from service.engine.estimate import EstimateResult, estimate
+from service.engine.estimate import EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, peak_flops_s
 from service.engine.memory import (
@@ -255,6 +257,12 @@ def concurrency_levels(max_running: int, count: int = DEFAULT_CONCURRENCY_LEVELS
 
     Every level when ``max_running`` ≤ ``count``; the memory limit itself is always included.
     """
+    return _levels(int(max_running), int(count)).copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _levels(max_running: int, count: int) -> FloatArray:
+    """Memoised ``concurrency_levels`` (read-only use: callers must not modify the array)."""
     top = max(int(max_running), 1)
     if top <= count:
         return np.arange(1.0, top + 1.0)
@@ -333,23 +341,44 @@ def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
     return limit
 
 
-def _evaluate(candidate: Candidate, question: PlanQuestion, limit: int) -> _Evaluated:
-    """Run one vectorised estimate over the levels and mark which meet the targets."""
-    c, slo = candidate, question.slo
-    levels = concurrency_levels(limit, question.concurrency_levels)
-    r = estimate(
-        c.model,
-        c.accelerator,
-        precision=c.precision,
-        parallelism=c.parallelism,
-        input_tokens=question.input_tokens,
-        output_tokens=question.output_tokens,
-        batch_sizes=levels,
-        mode=question.mode,
-        params=c.params,
-        price_usd_per_hour=c.price_usd_per_hour,
-        memory_utilization=question.memory_utilization,
-    )
+def _evaluate_all(
+    candidates: Sequence[Candidate], limits: Mapping[int, int], question: PlanQuestion
+) -> dict[int, _Evaluated]:
+    """Estimate every runnable candidate's levels, one stacked engine pass per shared setup.
+
+    ``limits`` maps each runnable candidate's index to its memory limit on requests. Candidates
+    sharing model, precision, layout and efficiency parameters (typically all the accelerators
+    of one layout and precision) are scored together; the answer is keyed by candidate index.
+    """
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i in limits:
+        c = candidates[i]
+        groups.setdefault((c.model, c.precision, c.parallelism, c.params), []).append(i)
+    out: dict[int, _Evaluated] = {}
+    for (model, precision, parallelism, params), indices in groups.items():
+        members = [candidates[i] for i in indices]
+        results = estimate_stacked(
+            model,
+            [c.accelerator for c in members],
+            precision=precision,
+            parallelism=parallelism,
+            input_tokens=[question.input_tokens] * len(members),
+            output_tokens=[question.output_tokens] * len(members),
+            batch_sizes=[_levels(limits[i], question.concurrency_levels) for i in indices],
+            mode=question.mode,
+            params=params,
+            prices_usd_per_hour=[c.price_usd_per_hour for c in members],
+            memory_utilization=question.memory_utilization,
+            with_critical_batch=False,
+        )
+        for i, c, r in zip(indices, members, results, strict=True):
+            out[i] = _judge(c, question, r)
+    return out
+
+
+def _judge(c: Candidate, question: PlanQuestion, r: EstimateResult) -> _Evaluated:
+    """Mark which levels of one candidate's estimate meet the targets."""
+    slo, levels = question.slo, r.batch_size
     ttft_up = tpot_up = None
     if c.upper_bound is not None:
         ttft_up = c.upper_bound("ttft_ms", r.ttft_ms, levels)
@@ -524,16 +553,18 @@ def plan(candidates: Sequence[Candidate], question: PlanQuestion) -> PlanResult:
     An infeasible question is an answer with no configuration and every candidate's reason.
     """
     question.validate()
+    prechecked = [_precheck(c, question) for c in candidates]
+    limits = {i: pre for i, pre in enumerate(prechecked) if not isinstance(pre, Rejection)}
+    by_index = _evaluate_all(candidates, limits, question)
     rejected: list[Rejection] = []
     evaluated: list[_Evaluated] = []
     configurations: list[Configuration] = []
     points = 0
-    for candidate in candidates:
-        pre = _precheck(candidate, question)
+    for i, pre in enumerate(prechecked):
         if isinstance(pre, Rejection):
             rejected.append(pre)
             continue
-        ev = _evaluate(candidate, question, pre)
+        ev = by_index[i]
         evaluated.append(ev)
         points += ev.result.batch_size.size
         if not ev.feasible.any():
