@@ -5,6 +5,7 @@ Answers are JSON-ready dicts in which every non-finite number is None (never NaN
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import numpy.typing as npt
 from sqlalchemy.orm import Session
 
 from service.engine.errors import EngineError
-from service.engine.estimate import EstimateResult, estimate
+from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
@@ -213,6 +214,23 @@ def _points(result: EstimateResult, batch_sizes: Sequence[int]) -> list[dict[str
     ]
 
 
+# EstimateResult columns joined back together when stacked results are shaped as points.
+_STACKED_COLUMNS = (*_POINT_FLOATS, "batch_size", "decode_bound", "prefill_bound", "fits")
+
+
+def _split_answers(
+    header: dict[str, Any], points: list[dict[str, Any]], specs: Sequence[EstimateSpec]
+) -> list[dict[str, Any]]:
+    """Give each spec the header and its own slice of the points, in order."""
+    answers: list[dict[str, Any]] = []
+    start = 0
+    for spec in specs:
+        end = start + len(spec.batch_sizes)
+        answers.append({**header, "points": points[start:end]})
+        start = end
+    return answers
+
+
 class AnalysisService:
     """Intensity tables and estimates within one session; catalog rows are loaded once each."""
 
@@ -288,16 +306,71 @@ class AnalysisService:
         groups: dict[tuple[Any, ...], list[int]] = {}
         for index, spec in enumerate(specs):
             groups.setdefault(spec.group_key, []).append(index)
-        answers: dict[int, dict[str, Any] | Exception] = {}
+        # Groups differing only in request lengths are stacked into one vectorised engine pass.
+        stacks: dict[tuple[Any, ...], list[list[int]]] = {}
         for indices in groups.values():
-            members = [specs[i] for i in indices]
-            try:
-                results: Sequence[dict[str, Any] | Exception] = self._run_group(members)
-            except (ServiceError, EngineError) as exc:
-                results = [exc] * len(members)
-            for index, answer in zip(indices, results, strict=True):
-                answers[index] = answer
+            first = specs[indices[0]]
+            key = (first.target, first.mode, first.price_usd_per_hour)
+            stacks.setdefault(key, []).append(indices)
+        answers: dict[int, dict[str, Any] | Exception] = {}
+        for stacked in stacks.values():
+            if len(stacked) > 1:
+                try:
+                    for indices, stacked_answers in zip(
+                        stacked,
+                        self._run_stacked([[specs[i] for i in g] for g in stacked]),
+                        strict=True,
+                    ):
+                        answers.update(zip(indices, stacked_answers, strict=True))
+                    continue
+                except (ServiceError, EngineError):
+                    pass  # answer group by group below, so each item gets its own error
+            for indices in stacked:
+                members = [specs[i] for i in indices]
+                try:
+                    results: Sequence[dict[str, Any] | Exception] = self._run_group(members)
+                except (ServiceError, EngineError) as exc:
+                    results = [exc] * len(members)
+                answers.update(zip(indices, results, strict=True))
         return [answers[index] for index in range(len(specs))]
+
+    def _run_stacked(self, groups: Sequence[Sequence[EstimateSpec]]) -> list[list[dict[str, Any]]]:
+        """Run groups that share target, mode and price but differ in lengths as one engine pass.
+
+        Answers match ``_run_group`` per group (same header, points and interval columns).
+        """
+        first = groups[0][0]
+        target = first.target
+        model, accelerator, resolved = self._load(target)
+        batch_sizes = [[b for spec in group for b in spec.batch_sizes] for group in groups]
+        results = estimate_stacked(
+            model,
+            [accelerator] * len(groups),
+            precision=target.precision,
+            parallelism=target.parallelism,
+            input_tokens=[group[0].input_tokens for group in groups],
+            output_tokens=[group[0].output_tokens for group in groups],
+            batch_sizes=[np.asarray(b, dtype=np.float64) for b in batch_sizes],
+            mode=first.mode,
+            params=resolved.params,
+            prices_usd_per_hour=[first.price_usd_per_hour] * len(groups),
+        )
+        columns: dict[str, Any] = {
+            name: np.concatenate([getattr(r, name) for r in results]) for name in _STACKED_COLUMNS
+        }
+        combined = dataclasses.replace(results[0], **columns)
+        points = _points(combined, [b for sizes in batch_sizes for b in sizes])
+        answers: list[list[dict[str, Any]]] = []
+        start = 0
+        for group, result, sizes in zip(groups, results, batch_sizes, strict=True):
+            header = self._header(target, model, accelerator, resolved, result, first)
+            mine = points[start : start + len(sizes)]
+            start += len(sizes)
+            for name, column in interval_columns(resolved, result).items():
+                for point, bound in zip(mine, column, strict=True):
+                    point[name] = bound
+            answers.append(_split_answers(header, mine, group))
+        return answers
 
     def _run_group(self, specs: Sequence[EstimateSpec]) -> list[dict[str, Any]]:
         """Run specs sharing a group key as one engine call and split the points per spec."""
@@ -317,12 +390,29 @@ class AnalysisService:
             params=resolved.params,
             price_usd_per_hour=first.price_usd_per_hour,
         )
+        header = self._header(target, model, accelerator, resolved, result, first)
+        points = _points(result, batch_sizes)
+        for name, column in interval_columns(resolved, result).items():
+            for point, bound in zip(points, column, strict=True):
+                point[name] = bound
+        return _split_answers(header, points, specs)
+
+    @staticmethod
+    def _header(
+        target: AnalysisTarget,
+        model: ModelShape,
+        accelerator: Accelerator,
+        resolved: ResolvedEfficiency,
+        result: EstimateResult,
+        first: EstimateSpec,
+    ) -> dict[str, Any]:
+        """Return the fields an estimate answer carries besides its points."""
         price = (
             first.price_usd_per_hour
             if first.price_usd_per_hour is not None
             else accelerator.price_usd_per_hour
         )
-        header = {
+        return {
             "model": model.id,
             "accelerator": accelerator.id,
             "mode": result.mode,
@@ -339,14 +429,3 @@ class AnalysisService:
             "price_usd_per_hour": finite_or_none(price),
             "usd_per_hour": finite_or_none(result.usd_per_hour),
         }
-        points = _points(result, batch_sizes)
-        for name, column in interval_columns(resolved, result).items():
-            for point, bound in zip(points, column, strict=True):
-                point[name] = bound
-        answers: list[dict[str, Any]] = []
-        start = 0
-        for spec in specs:
-            end = start + len(spec.batch_sizes)
-            answers.append({**header, "points": points[start:end]})
-            start = end
-        return answers
