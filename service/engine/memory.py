@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,6 +261,22 @@ def memory_breakdown(
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _per_replica_constants(
+    model: ModelShape, precision: Precision, parallelism: Parallelism, step_tokens: float
+) -> tuple[float, float, KvBytesPerToken, float]:
+    """Return (weights, activations at ``step_tokens``, KV bytes per token, one logit row)."""
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    act = float(
+        activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
+    )
+    kv = kv_cache_bytes_per_token(model, precision, parallelism)
+    logit_row = float(
+        activation_bytes(model, precision, parallelism, step_tokens=0.0, logit_rows=1.0)
+    )
+    return weights, act, kv, logit_row
+
+
 def max_batch_size(
     model: ModelShape,
     accelerator: Accelerator,
@@ -274,17 +292,16 @@ def max_batch_size(
     Activations are taken at ``step_tokens`` (the largest step the engine runs); each sequence
     costs its KV cache at ``context_tokens`` plus one fp32 logit row.
     """
-    return int(
-        max_batch_sizes(
-            model,
-            accelerator,
-            precision=precision,
-            parallelism=parallelism,
-            context_tokens=context_tokens,
-            step_tokens=step_tokens,
-            memory_utilization=memory_utilization,
-        )
+    weights, act, kv, logit_row = _per_replica_constants(
+        model, precision, parallelism, float(step_tokens)
     )
+    free = capacity_bytes(accelerator) * memory_utilization - weights - act - RUNTIME_OVERHEAD_BYTES
+    if free <= 0:
+        return 0
+    s = float(context_tokens)
+    windowed = min(s, float(kv.window_tokens)) if kv.window_tokens > 0 else s
+    per_sequence = kv.full_bytes * s + kv.windowed_bytes * windowed + logit_row
+    return math.floor(free / per_sequence)
 
 
 def max_batch_sizes(
@@ -298,15 +315,10 @@ def max_batch_sizes(
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
 ) -> FloatArray:
     """Return ``max_batch_size`` elementwise over contexts (and a stack's points), as floats."""
+    weights, act, kv, logit_row = _per_replica_constants(
+        model, precision, parallelism, float(step_tokens)
+    )
     capacity = hardware_capacity_bytes(accelerator) * memory_utilization
-    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
-    act = float(
-        activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
-    )
     free = capacity - weights - act - RUNTIME_OVERHEAD_BYTES
-    kv = kv_cache_bytes_per_token(model, precision, parallelism).for_context(context_tokens)
-    logit_row = float(
-        activation_bytes(model, precision, parallelism, step_tokens=0.0, logit_rows=1.0)
-    )
-    per_sequence = kv + logit_row
+    per_sequence = kv.for_context(context_tokens) + logit_row
     return np.asarray(np.where(free > 0, np.floor(free / per_sequence), 0.0), dtype=np.float64)

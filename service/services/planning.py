@@ -7,6 +7,7 @@ objectives they are ranked with null costs (cost tie-breaks put them last).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
 from service.engine.planning import (
     Candidate,
     Configuration,
@@ -92,13 +94,20 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+@functools.lru_cache(maxsize=256)
 def _precision(p: Precision) -> dict[str, str]:
+    """Return a precision's JSON (memoised: answers share these dicts, never modify them)."""
     return {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache}
 
 
-def _layout(c: Candidate) -> dict[str, int]:
-    par = c.parallelism
+@functools.lru_cache(maxsize=256)
+def _parallelism(par: Parallelism) -> dict[str, int]:
+    """Return a layout's JSON (memoised: answers share these dicts, never modify them)."""
     return {"tp": par.tp, "pp": par.pp, "ep": par.ep}
+
+
+def _layout(c: Candidate) -> dict[str, int]:
+    return _parallelism(c.parallelism)
 
 
 def _configuration(rank: int, cfg: Configuration) -> dict[str, Any]:
@@ -218,11 +227,20 @@ class PlanningService:
         return question, preset
 
     def _accelerators(self, spec: PlanSpec) -> list[Accelerator]:
+        """Load the candidate accelerators once each; NotFoundError names an unknown id."""
+        everything = self.catalog.all_accelerators() if spec.accelerators is None else []
+        loaded = {acc.id: acc for acc in everything}
+
+        def load(acc_id: str) -> Accelerator:
+            if acc_id not in loaded:
+                loaded[acc_id] = self.catalog.accelerator(acc_id)
+            return loaded[acc_id]
+
         for acc_id in spec.price_usd_per_hour:
-            self.catalog.accelerator(acc_id)  # NotFoundError for an unknown id
+            load(acc_id)  # price overrides must name catalog accelerators
         if spec.accelerators is None:
-            return self.catalog.all_accelerators()
-        return [self.catalog.accelerator(a) for a in dict.fromkeys(spec.accelerators)]
+            return everything
+        return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
     def candidates(self, spec: PlanSpec) -> tuple[list[Candidate], list[str]]:
         """Load models and accelerators (NotFoundError names the id) and enumerate candidates."""

@@ -20,6 +20,7 @@ from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.errors import EngineError, UnsupportedDtypeError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
+from service.engine.memory import max_batch_size
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -104,6 +105,15 @@ def test_stacked_matches_estimate_per_member(
             price_usd_per_hour=price,
         )
         assert_same(got, want)
+        scalar_limit = max_batch_size(
+            model,
+            acc,
+            precision=precision,
+            parallelism=layout,
+            context_tokens=float(s_in + s_out),
+            step_tokens=DEFAULT_EFFICIENCY.prefill_chunk_tokens,
+        )
+        assert scalar_limit == got.max_batch_size
 
 
 def test_stacked_without_critical_batch_leaves_it_none() -> None:
