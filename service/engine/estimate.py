@@ -373,15 +373,17 @@ def estimate_stacked(
         return []
     _check_shared(model, precision, parallelism, mode)
     arrays = [np.asarray(b, dtype=np.float64) for b in batch_sizes]
-    for acc, s_in, s_out, b in zip(accelerators, input_tokens, output_tokens, arrays, strict=True):
-        _check_member(acc, precision, s_in, s_out, b)
+    distinct = list({id(a): a for a in accelerators}.values())
+    for acc in distinct:
+        peak_flops_s(acc, precision.compute_dtype)  # raises UnsupportedDtypeError
+    if min(input_tokens) < 1 or min(output_tokens) < 1:
+        raise EngineError("input_tokens and output_tokens must be at least 1")
+    if any(b.ndim != 1 or b.size == 0 for b in arrays) or not np.all(np.concatenate(arrays) >= 1):
+        raise EngineError("batch_sizes must be a non-empty list of values ≥ 1")
     sizes = np.fromiter((b.size for b in arrays), dtype=np.intp, count=members)
     member = np.repeat(np.arange(members), sizes)
-    unique: dict[int, int] = {}
-    for acc in accelerators:
-        unique.setdefault(id(acc), len(unique))
+    unique = {id(a): k for k, a in enumerate(distinct)}
     acc_index = np.fromiter((unique[id(a)] for a in accelerators), dtype=np.intp, count=members)
-    distinct = list({id(a): a for a in accelerators}.values())
     stack = AcceleratorStack.of(distinct, acc_index[member])
     member_price = [
         p if p is not None else a.price_usd_per_hour
@@ -407,25 +409,32 @@ def estimate_stacked(
     ends = np.cumsum(sizes).tolist()
     starts = [0, *ends[:-1]]
     max_batch = points.max_batch[starts].tolist()
+    dtype = precision.compute_dtype
+    ridge = {id(a): ridge_point_flop_per_byte(a, dtype) for a in distinct}
+    critical = {
+        id(a): critical_batch_size(
+            model, a, precision=precision, parallelism=parallelism, params=params
+        )
+        if with_critical_batch
+        else None
+        for a in distinct
+    }
     results = []
     for i, acc in enumerate(accelerators):
         price = member_price[i]
+        start, end = starts[i], ends[i]
         results.append(
             EstimateResult(
                 mode=mode,
-                compute_dtype=precision.compute_dtype,
+                compute_dtype=dtype,
                 gpus_per_replica=gpus,
                 input_tokens=input_tokens[i],
                 output_tokens=output_tokens[i],
-                ridge_point_flop_per_byte=ridge_point_flop_per_byte(acc, precision.compute_dtype),
-                critical_batch_size=critical_batch_size(
-                    model, acc, precision=precision, parallelism=parallelism, params=params
-                )
-                if with_critical_batch
-                else None,
+                ridge_point_flop_per_byte=ridge[id(acc)],
+                critical_batch_size=critical[id(acc)],
                 max_batch_size=int(max_batch[i]),
                 usd_per_hour=None if price is None else price * gpus,
-                **{name: values[starts[i] : ends[i]] for name, values in columns.items()},
+                **{name: values[start:end] for name, values in columns.items()},
             )
         )
     return results
