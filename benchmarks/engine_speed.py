@@ -1,7 +1,7 @@
 """Time one engine estimate over 1,024 batch sizes (1..1024); print a table, write a result file.
 
 Run: .venv/bin/python benchmarks/engine_speed.py
-Engine part only; the HTTP part (POST /v1/estimates end to end) is added later.
+Engine part only; POST /v1/estimates end to end is in http_speed.py.
 """
 
 from __future__ import annotations
@@ -94,13 +94,20 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def main() -> None:
     batches = np.arange(1, 1025, dtype=float)
     lines = [
         "Engine speed: one estimate() over 1,024 batch sizes (1..1024), input 1024 / output 256.",
         f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
         f" numpy {np.__version__}. {REPEATS} repeats after one warm-up. Target: <= 5 ms per sweep.",
-        "HTTP part (POST /v1/estimates end to end) is added later by the API work.",
+        "HTTP part: benchmarks/http_speed.py; plan search: benchmarks/plan_speed.py.",
         "",
         "warm: critical batch size memoised (repeat request); cold: memo cleared before each call.",
         "",
@@ -130,6 +137,8 @@ def main() -> None:
                 cells += [statistics.median(times), times[int(0.95 * (len(times) - 1))]]
             row = " ".join(f"{c:>9.2f}" for c in cells)
             lines.append(f"{name:<30} {mode:<8} {row}")
+    lines.append("")
+    lines.append(f"Load average (1, 5, 15 min) when the run ended: {_load()}.")
     text = "\n".join(lines) + "\n"
     print(text, end="")
     RESULT.write_text(text)

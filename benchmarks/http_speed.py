@@ -125,18 +125,20 @@ def _percentiles(times: list[float]) -> tuple[float, float]:
 
 async def _time(
     client: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str], cold: bool
-) -> list[float]:
+) -> tuple[list[float], list[float]]:
+    """Return wall and CPU (this process) milliseconds per request."""
     response = await client.post(path, json=body, headers=headers)
     response.raise_for_status()
-    times = []
+    times, cpu = [], []
     for _ in range(REPEATS):
         if cold:
             _CRITICAL_CACHE.clear()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         response = await client.post(path, json=body, headers=headers)
         times.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.process_time() - start_cpu) * 1e3)
         response.raise_for_status()
-    return times
+    return times, cpu
 
 
 async def _run(data_dir: Path) -> list[str]:
@@ -147,9 +149,17 @@ async def _run(data_dir: Path) -> list[str]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             for name, path, body, headers in CASES:
-                warm = _percentiles(await _time(client, path, body, headers, cold=False))
-                cold = _percentiles(await _time(client, path, body, headers, cold=True))
-                cells = " ".join(f"{c:>9.2f}" for c in (*warm, *cold))
+                warm, warm_cpu = await _time(client, path, body, headers, cold=False)
+                cold, cold_cpu = await _time(client, path, body, headers, cold=True)
+                cells = " ".join(
+                    f"{c:>9.2f}"
+                    for c in (
+                        *_percentiles(warm),
+                        statistics.median(warm_cpu),
+                        *_percentiles(cold),
+                        statistics.median(cold_cpu),
+                    )
+                )
                 rows.append(f"{name:<38} {cells}")
     return rows
 
@@ -165,9 +175,12 @@ def main() -> None:
         f"Load average when done (other jobs share the machine): {_load()}.",
         "Targets: <= 20 ms p50 for the 70b 1,024-point sweep; <= 50 ms p50 for batch 256.",
         "warm: engine's critical-batch memo filled (repeat request); cold: memo cleared each time.",
+        "cpu: median CPU time of this process per request (less sensitive to other jobs' load).",
+        "'256 configs' items differ in input tokens: they run as one estimate_stacked pass.",
         "sweeps: batch sizes 1..1024, input 1024 / output 256 tokens.",
         "",
-        f"{'case (ms)':<38} {'warm p50':>9} {'warm p95':>9} {'cold p50':>9} {'cold p95':>9}",
+        f"{'case (ms)':<38} {'warm p50':>9} {'warm p95':>9} {'warm cpu':>9} {'cold p50':>9}"
+        f" {'cold p95':>9} {'cold cpu':>9}",
         *rows,
     ]
     text = "\n".join(lines) + "\n"
