@@ -90,15 +90,20 @@ def migrate(
 
 
 @app.command()
-def seed() -> None:
+def seed(
+    restore_deleted: Annotated[
+        bool, typer.Option("--restore-deleted", help="Bring back seeded rows users deleted.")
+    ] = False,
+) -> None:
     """Insert and refresh catalog rows from hardware_catalog/ (user rows are never touched)."""
     from service.services.seed import seed_catalog
 
     with db_session() as session:
-        report = seed_catalog(session)
+        report = seed_catalog(session, restore_deleted=restore_deleted)
     typer.echo(
         f"inserted {len(report.inserted)}, updated {len(report.updated)}, "
-        f"unchanged {report.unchanged}, kept user rows {len(report.kept_user_rows)}"
+        f"unchanged {report.unchanged}, kept user rows {len(report.kept_user_rows)}, "
+        f"kept deleted {len(report.kept_deleted)}"
     )
 
 

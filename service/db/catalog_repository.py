@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
 
-from service.db.models import AcceleratorRow, ModelRow
+from service.db.models import AcceleratorRow, CatalogDeletionRow, ModelRow, utcnow
 
 RowT = TypeVar("RowT", AcceleratorRow, ModelRow)
 
@@ -99,3 +99,40 @@ class ModelRepository(_CatalogRepository[ModelRow]):
         if moe is not None:
             conditions.append(ModelRow.num_experts > 0 if moe else ModelRow.num_experts == 0)
         return self._page(conditions, after_id, limit)
+
+
+class CatalogDeletionRepository:
+    """Tombstones of deleted seed rows; callers own the transaction (methods flush)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def record(self, kind: str, row_id: str) -> None:
+        """Record (or refresh) the deletion of ``kind``/``row_id``."""
+        tombstone = self.session.get(CatalogDeletionRow, (kind, row_id))
+        if tombstone is None:
+            self.session.add(CatalogDeletionRow(kind=kind, id=row_id, deleted_at=utcnow()))
+        else:
+            tombstone.deleted_at = utcnow()
+        self.session.flush()
+
+    def remove(self, kind: str, row_id: str) -> bool:
+        """Forget the deletion of ``kind``/``row_id``; return whether one was recorded."""
+        result = self.session.execute(
+            delete(CatalogDeletionRow).where(
+                CatalogDeletionRow.kind == kind, CatalogDeletionRow.id == row_id
+            )
+        )
+        self.session.flush()
+        return bool(getattr(result, "rowcount", 0))
+
+    def ids(self, kind: str) -> set[str]:
+        """Return every deleted id of this kind."""
+        stmt = select(CatalogDeletionRow.id).where(CatalogDeletionRow.kind == kind)
+        return set(self.session.scalars(stmt).all())
+
+    def clear(self) -> int:
+        """Forget every recorded deletion; return how many there were."""
+        result = self.session.execute(delete(CatalogDeletionRow))
+        self.session.flush()
+        return int(getattr(result, "rowcount", 0))

@@ -148,3 +148,17 @@ class IdempotencyKeyRow(Base):
     status_code: Mapped[int] = mapped_column(Integer)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+KIND_ACCELERATOR = "accelerator"
+KIND_MODEL = "model"
+
+
+class CatalogDeletionRow(Base):
+    """A tombstone: a seeded catalog row a user deleted, which seeding must not restore."""
+
+    __tablename__ = "catalog_deletions"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # KIND_ACCELERATOR/KIND_MODEL
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    deleted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

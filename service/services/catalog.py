@@ -10,8 +10,20 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.db.catalog_repository import AcceleratorRepository, ModelRepository
-from service.db.models import ORIGIN_USER, AcceleratorRow, ModelRow, utcnow
+from service.db.catalog_repository import (
+    AcceleratorRepository,
+    CatalogDeletionRepository,
+    ModelRepository,
+)
+from service.db.models import (
+    KIND_ACCELERATOR,
+    KIND_MODEL,
+    ORIGIN_SEED,
+    ORIGIN_USER,
+    AcceleratorRow,
+    ModelRow,
+    utcnow,
+)
 from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.param_count import count_parameters
@@ -128,6 +140,7 @@ class _Collection(Generic[RowT]):
     row_type: type[RowT]
     to_dict: Callable[[RowT], dict[str, Any]]
     apply: Callable[[RowT, Mapping[str, Any]], None]
+    deletions: CatalogDeletionRepository
 
     def load(self, row_id: str) -> RowT:
         row: RowT | None = self.repo.get(row_id)
@@ -149,6 +162,7 @@ class _Collection(Generic[RowT]):
         self.apply(row, data)
         try:
             with self.session.begin_nested():
+                self.deletions.remove(self.kind, row_id)
                 self.repo.add(row)
         except IntegrityError as exc:
             raise ConflictError(self.kind, row_id) from exc
@@ -167,7 +181,11 @@ class _Collection(Generic[RowT]):
     def delete(self, row_id: str, if_match: str | None) -> None:
         row = self.load(row_id)
         self.check(row, if_match)
+        # A row seeded once (even if edited since) gets a tombstone so seeding won't restore it.
+        seeded = row.origin == ORIGIN_SEED or row.seed_hash is not None
         self.repo.delete(row)
+        if seeded:
+            self.deletions.record(self.kind, row_id)
 
 
 class CatalogService:
@@ -177,16 +195,18 @@ class CatalogService:
         self.session = session
         self.accelerator_repo = AcceleratorRepository(session)
         self.model_repo = ModelRepository(session)
+        deletions = CatalogDeletionRepository(session)
         self._accelerators = _Collection(
-            "accelerator",
+            KIND_ACCELERATOR,
             session,
             self.accelerator_repo,
             AcceleratorRow,
             accelerator_to_dict,
             apply_accelerator,
+            deletions,
         )
         self._models = _Collection(
-            "model", session, self.model_repo, ModelRow, model_to_dict, apply_model
+            KIND_MODEL, session, self.model_repo, ModelRow, model_to_dict, apply_model, deletions
         )
 
     # Accelerators
@@ -224,7 +244,7 @@ class CatalogService:
         return self._accelerators.replace(accelerator_id, data, if_match)
 
     def delete_accelerator(self, accelerator_id: str, *, if_match: str | None = None) -> None:
-        """Delete an accelerator; PreconditionFailedError if stale."""
+        """Delete an accelerator (seeding will not restore it); PreconditionFailedError if stale."""
         self._accelerators.delete(accelerator_id, if_match)
 
     def accelerator(self, accelerator_id: str) -> Accelerator:
@@ -275,7 +295,7 @@ class CatalogService:
         return self._models.replace(model_id, data, if_match)
 
     def delete_model(self, model_id: str, *, if_match: str | None = None) -> None:
-        """Delete a model; PreconditionFailedError if stale."""
+        """Delete a model (seeding will not restore it); PreconditionFailedError if stale."""
         self._models.delete(model_id, if_match)
 
     def model_shape(self, model_id: str) -> ModelShape:

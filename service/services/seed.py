@@ -11,8 +11,19 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from service.catalog_files import load_accelerator_records, load_model_records
-from service.db.catalog_repository import AcceleratorRepository, ModelRepository
-from service.db.models import ORIGIN_SEED, AcceleratorRow, ModelRow, utcnow
+from service.db.catalog_repository import (
+    AcceleratorRepository,
+    CatalogDeletionRepository,
+    ModelRepository,
+)
+from service.db.models import (
+    KIND_ACCELERATOR,
+    KIND_MODEL,
+    ORIGIN_SEED,
+    AcceleratorRow,
+    ModelRow,
+    utcnow,
+)
 from service.services.catalog import apply_accelerator, apply_model
 
 Record = Mapping[str, Any]
@@ -20,11 +31,13 @@ Record = Mapping[str, Any]
 
 @dataclass
 class SeedReport:
-    """Ids inserted, updated from changed YAML, and skipped because users own them."""
+    """Ids inserted, updated from changed YAML, and skipped because users own or deleted them."""
 
     inserted: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     kept_user_rows: list[str] = field(default_factory=list)
+    kept_deleted: list[str] = field(default_factory=list)
+    restored_deletions: int = 0
     unchanged: int = 0
 
 
@@ -63,13 +76,16 @@ def _seed_table(
     row_type: type[AcceleratorRow] | type[ModelRow],
     apply: Callable[[Any, Mapping[str, Any]], None],
     records: Iterable[Record],
+    deleted: set[str],
     report: SeedReport,
 ) -> None:
     for record in records:
         digest = record_hash(record)
         data = record_to_data(record)
         row: Any = repo.get(str(record["id"]))
-        if row is None:
+        if row is None and str(record["id"]) in deleted:
+            report.kept_deleted.append(str(record["id"]))
+        elif row is None:
             row = row_type(id=str(record["id"]), origin=ORIGIN_SEED, version=1, seed_hash=digest)
             apply(row, data)
             repo.add(row)
@@ -91,20 +107,36 @@ def seed_catalog(
     session: Session,
     accelerator_records: Iterable[Record] | None = None,
     model_records: Iterable[Record] | None = None,
+    *,
+    restore_deleted: bool = False,
 ) -> SeedReport:
-    """Insert new YAML records, refresh unedited seed rows, never touch user rows."""
+    """Insert new YAML records, refresh unedited seed rows, never touch user rows.
+
+    Rows users deleted stay deleted unless ``restore_deleted`` clears their tombstones first.
+    """
     if accelerator_records is None or model_records is None:
         if accelerator_records is None:
             accelerator_records = load_accelerator_records()
         if model_records is None:
             model_records = load_model_records()
     report = SeedReport()
+    deletions = CatalogDeletionRepository(session)
+    if restore_deleted:
+        report.restored_deletions = deletions.clear()
     _seed_table(
         AcceleratorRepository(session),
         AcceleratorRow,
         apply_accelerator,
         accelerator_records,
+        deletions.ids(KIND_ACCELERATOR),
         report,
     )
-    _seed_table(ModelRepository(session), ModelRow, apply_model, model_records, report)
+    _seed_table(
+        ModelRepository(session),
+        ModelRow,
+        apply_model,
+        model_records,
+        deletions.ids(KIND_MODEL),
+        report,
+    )
     return report
