@@ -1,11 +1,11 @@
 """End-to-end stage: fit per-layer/per-step overheads and admission wait to static and serving runs.
 
-Kernel-fitted efficiencies stay fixed here. The engine is called once per run configuration
-(model, precision, layout, lengths, mode) with all its batch sizes at once. The fit is
-Gauss-Newton on the engine itself: the predictions are linearised in the free parameters by
-finite differences (one engine call per parameter and configuration), the robust problem is
-solved on that linear model, and the linearisation is refreshed at the new point (a few rounds;
-the overheads enter TTFT and TPOT almost linearly, so one or two rounds suffice).
+Kernel-fitted efficiencies stay fixed here. Runs are predicted in one engine pass per model and
+layout (``run_predictor``); the predictions' exact bilinear response to the free parameters
+(``response``) is built from a few such passes, so the robust fits of the full data and of every
+cross-validation fold run on arrays. The fit is checked against an engine pass at the solution;
+should the engine ever stop being bilinear in these parameters, the response is rebuilt there
+and the fit repeated (Gauss-Newton rounds).
 """
 
 from __future__ import annotations
@@ -16,208 +16,48 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from service.engine.calibration import response
 from service.engine.calibration.intervals import FeatureRange
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.quality import (
     ErrorStats,
     MetricQuality,
     error_stats,
-    group_splits,
     kfold_splits,
     log_residuals,
+    merged_group_splits,
+)
+from service.engine.calibration.response import Response
+from service.engine.calibration.run_predictor import (
+    RunPredictor,
+    batch_of,
+    precision_of,
 )
 from service.engine.calibration.solver import solve
 from service.engine.efficiency import PARAMETER_BOUNDS, EfficiencyParams
-from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
-from service.engine.parallel import Parallelism
-from service.engine.precision import WIDE_DTYPES, Precision
 from service.engine.shapes import ModelShape
+
+__all__ = [
+    "QUEUE_NAMES",
+    "SERVING_NAMES",
+    "STATIC_NAMES",
+    "RunPredictions",
+    "feature_ranges",
+    "fit_end_to_end",
+    "free_names",
+    "group_of",
+    "precision_of",
+    "predict_runs",
+]
 
 Run = StaticMeasurement | ServingMeasurement
 STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_overhead_us")
 QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share")
 SERVING_NAMES = (*STATIC_NAMES, *QUEUE_NAMES)
 ROUNDS = 3
-# Relative step for finite differences; overheads at 0 use an absolute step in their unit.
-_REL_STEP = 0.05
-_ABS_STEP = {
-    "layer_overhead_us": 2.0,
-    "step_overhead_us": 50.0,
-    "sequence_overhead_us": 2.0,
-    "admission_wait_steps": 0.25,
-    "prefill_queue_share": 0.05,
-}
-
-
-def precision_of(run: Run) -> Precision:
-    """Engine precision of a run: unset activations/KV follow 16-bit weights, else bf16."""
-    default = run.weights_dtype if run.weights_dtype in WIDE_DTYPES else "bf16"
-    return Precision(
-        weights=run.weights_dtype,
-        activations=run.activations_dtype or default,
-        kv_cache=run.kv_cache_dtype or default,
-    )
-
-
-def _batch(run: Run) -> int:
-    return run.batch_size if isinstance(run, StaticMeasurement) else run.concurrency
-
-
-def _config_key(run: Run) -> Hashable:
-    mode = "static" if isinstance(run, StaticMeasurement) else "serving"
-    p = precision_of(run)
-    return (run.model, p, run.tp, run.pp, run.input_tokens, run.output_tokens, mode)
-
-
-@dataclass(frozen=True)
-class _Target:
-    """One measured value: run index, engine output name, metric key, value."""
-
-    run: int
-    output: str  # ttft_ms | tpot_ms | e2e_latency_ms
-    metric: str  # "<kind>.<metric>" for quality reports
-    value: float
-
-
-def _targets(runs: Sequence[Run]) -> list[_Target]:
-    out: list[_Target] = []
-    for i, r in enumerate(runs):
-        if isinstance(r, StaticMeasurement):
-            if r.ttft_ms is not None:
-                out.append(_Target(i, "ttft_ms", "static.ttft_ms", r.ttft_ms))
-            if r.tpot_ms is not None and r.output_tokens > 1:
-                out.append(_Target(i, "tpot_ms", "static.tpot_ms", r.tpot_ms))
-            whole = r.whole_batch_latency_ms()
-            if whole is not None and (r.ttft_ms is None or r.tpot_ms is None):
-                out.append(_Target(i, "e2e_latency_ms", "static.latency_ms", whole))
-        else:
-            if r.ttft_ms is not None:
-                out.append(_Target(i, "ttft_ms", "serving.ttft_ms", r.ttft_ms))
-            if r.tpot_ms is not None:
-                out.append(_Target(i, "tpot_ms", "serving.tpot_ms", r.tpot_ms))
-    return out
-
-
-def _step(name: str, value: float) -> float:
-    return max(abs(value) * _REL_STEP, _ABS_STEP.get(name, 1e-3))
-
-
-class _Predictor:
-    """Engine predictions for a fixed set of runs, grouped into one call per configuration."""
-
-    def __init__(
-        self, runs: Sequence[Run], accelerator: Accelerator, models: Mapping[str, ModelShape]
-    ) -> None:
-        self.runs = list(runs)
-        self.accelerator = accelerator
-        self.models = models
-        self.targets = _targets(self.runs)
-        self.measured = np.array([t.value for t in self.targets], dtype=float)
-        groups: dict[Hashable, list[int]] = {}
-        for i, r in enumerate(self.runs):
-            groups.setdefault(_config_key(r), []).append(i)
-        self.groups = list(groups.values())
-        self.serving = np.array(
-            [isinstance(self.runs[t.run], ServingMeasurement) for t in self.targets], dtype=bool
-        )
-
-    def predict(self, params: EfficiencyParams) -> NDArray[np.float64]:
-        """Predicted value of every target with ``params`` (one engine call per configuration)."""
-        per_run: dict[int, Mapping[str, float]] = {}
-        for idx in self.groups:
-            first = self.runs[idx[0]]
-            precision = precision_of(first)
-            result = estimate(
-                self.models[first.model],
-                self.accelerator,
-                precision=precision,
-                parallelism=Parallelism(tp=first.tp, pp=first.pp),
-                input_tokens=first.input_tokens,
-                output_tokens=first.output_tokens,
-                batch_sizes=np.array([_batch(self.runs[i]) for i in idx]),
-                mode="static" if isinstance(first, StaticMeasurement) else "serving",
-                params=params,
-            )
-            for j, i in enumerate(idx):
-                per_run[i] = {
-                    "ttft_ms": float(result.ttft_ms[j]),
-                    "tpot_ms": float(result.tpot_ms[j]),
-                    "e2e_latency_ms": float(result.e2e_latency_ms[j]),
-                }
-        return np.array([per_run[t.run][t.output] for t in self.targets], dtype=float)
-
-
-def _fit(
-    predictor: _Predictor,
-    names: Sequence[str],
-    values: Mapping[str, float],
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
-
-    TPOT and static latencies do not depend on the queue terms, so the stages are exact; the
-    split keeps TTFT's queueing from being absorbed into per-step overheads.
-    """
-    is_ttft = predictor.serving & np.array([t.output == "ttft_ms" for t in predictor.targets])
-    current, se = dict(values), {}
-    stages = [
-        ([n for n in names if n not in QUEUE_NAMES], ~is_ttft),
-        ([n for n in names if n in QUEUE_NAMES], is_ttft),
-    ]
-    for stage_names, use in stages:
-        if stage_names and use.any():
-            current, stage_se = _fit_stage(predictor, stage_names, current, use)
-            se.update(stage_se)
-    return current, se
-
-
-def _fit_stage(
-    predictor: _Predictor,
-    names: Sequence[str],
-    values: Mapping[str, float],
-    use: NDArray[np.bool_],
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Gauss-Newton rounds on the linearised engine over the targets in ``use``.
-
-    The overheads enter every prediction (almost) linearly, so a forward-difference Jacobian
-    per round is near exact and two or three rounds converge.
-    """
-    current = dict(values)
-    se: dict[str, float] = {}
-    rounds = ROUNDS if predictor.serving.any() else 2
-    for _ in range(rounds):
-        p0 = predictor.predict(EfficiencyParams.from_dict(current))
-        jac = np.empty((p0.size, len(names)))
-        for j, name in enumerate(names):
-            h = _step(name, current[name])
-            sign = 1.0 if current[name] + h <= PARAMETER_BOUNDS[name][1] else -1.0
-            shifted = {**current, name: current[name] + sign * h}
-            jac[:, j] = (predictor.predict(EfficiencyParams.from_dict(shifted)) - p0) / (sign * h)
-        p0, jac = p0[use], jac[use]
-        x0 = np.array([current[n] for n in names])
-        measured = predictor.measured[use]
-
-        def residuals(
-            x: Mapping[str, float],
-            p0: NDArray[np.float64] = p0,
-            jac: NDArray[np.float64] = jac,
-            x0: NDArray[np.float64] = x0,
-            measured: NDArray[np.float64] = measured,
-        ) -> NDArray[np.float64]:
-            dx = np.array([x[n] for n in names]) - x0
-            pred = np.maximum(p0 + jac @ dx, 1e-9)
-            return np.asarray(np.log(pred / measured), dtype=np.float64)
-
-        sol = solve(names, current, PARAMETER_BOUNDS, residuals)
-        moved = max(
-            abs(sol.values[n] - current[n]) / max(abs(current[n]), _ABS_STEP.get(n, 1e-3))
-            for n in names
-        )
-        current.update(sol.values)
-        se = dict(sol.standard_errors)
-        if moved < 1e-3:
-            break
-    return current, se
+MAX_FOLDS = 10  # cross-validation folds at most; more groups are merged (quality.py)
+EXACT_LOG_TOLERANCE = 1e-6  # bilinear response vs the engine at the solution
 
 
 @dataclass(frozen=True)
@@ -237,9 +77,9 @@ def predict_runs(
     params: EfficiencyParams,
 ) -> RunPredictions:
     """Predict every measured metric of ``runs`` with ``params`` on ``accelerator``."""
-    predictor = _Predictor(runs, accelerator, models)
+    predictor = RunPredictor(runs, accelerator, models)
     return RunPredictions(
-        run=np.array([t.run for t in predictor.targets], dtype=np.intp),
+        run=predictor.target_run,
         metric=np.array([t.metric for t in predictor.targets], dtype=str),
         predicted=predictor.predict(params),
         measured=predictor.measured,
@@ -258,6 +98,72 @@ def group_of(run: Run) -> Hashable:
     if isinstance(run, StaticMeasurement):
         return ("static", run.model)
     return ("serving", run.model, run.backend, run.tp, run.weights_dtype)
+
+
+def _solve_affine(
+    names: Sequence[str],
+    start: Mapping[str, float],
+    offset: NDArray[np.float64],
+    slope: NDArray[np.float64],
+    measured: NDArray[np.float64],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Robust fit of log((offset + slope·v) / measured) over ``names`` within their bounds."""
+
+    def predicted(v: Mapping[str, float]) -> NDArray[np.float64]:
+        return np.asarray(offset + slope @ np.array([v[n] for n in names]), dtype=np.float64)
+
+    def residuals(v: Mapping[str, float]) -> NDArray[np.float64]:
+        pred = np.maximum(predicted(v), 1e-9)
+        return np.asarray(np.log(pred / measured), dtype=np.float64)
+
+    def jacobian(v: Mapping[str, float]) -> NDArray[np.float64]:
+        pred = predicted(v)
+        live = (pred > 1e-9)[:, None]
+        return np.asarray(np.where(live, slope / np.maximum(pred, 1e-9)[:, None], 0.0))
+
+    sol = solve(names, start, PARAMETER_BOUNDS, residuals, jacobian)
+    return dict(sol.values), dict(sol.standard_errors)
+
+
+def _fit_response(
+    resp: Response,
+    predictor: RunPredictor,
+    use: NDArray[np.bool_],
+    values: Mapping[str, float],
+    names: Sequence[str],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
+
+    Only targets in ``use`` enter. TPOT and static latencies do not depend on the queue terms,
+    so the stages are exact; the split keeps TTFT's queueing from being absorbed into per-step
+    overheads. Parameters not in ``names`` keep their value in ``values``.
+    """
+    is_ttft = predictor.serving & (predictor.target_output == 0)
+    current, se = dict(values), {}
+    stages = (
+        (resp.linear_names, np.flatnonzero(use & ~is_ttft)),
+        (resp.queue_names, np.flatnonzero(use & is_ttft)),
+    )
+    for group, rows in stages:
+        chosen = [n for n in group if n in names]
+        if not chosen or rows.size == 0:
+            continue
+        x, q = resp.split(current)
+        if group == resp.linear_names:
+            offset, slope = resp.affine_in_x(q, rows)
+            fixed = x
+        else:
+            offset, slope = resp.affine_in_q(x, rows)
+            fixed = q
+        pick = [i for i, n in enumerate(group) if n in chosen]
+        rest = [i for i, n in enumerate(group) if n not in chosen]
+        offset = offset + slope[:, rest] @ fixed[rest]
+        fitted, stage_se = _solve_affine(
+            chosen, current, offset, slope[:, pick], predictor.measured[rows]
+        )
+        current.update(fitted)
+        se.update(stage_se)
+    return current, se
 
 
 def fit_end_to_end(
@@ -279,25 +185,31 @@ def fit_end_to_end(
     ``values`` holds every EfficiencyParams field (the kernel-fitted profile so far).
     """
     names = free_names(runs)
-    predictor = _Predictor(runs, accelerator, models)
-    fitted, se = _fit(predictor, names, values)
+    predictor = RunPredictor(runs, accelerator, models)
+    every = np.ones(predictor.measured.size, dtype=bool)
+    linear = [n for n in names if n not in QUEUE_NAMES]
+    queue = [n for n in names if n in QUEUE_NAMES]
+    centre = dict(values)
+    for _ in range(ROUNDS):
+        resp = response.build(predictor, centre, linear, queue)
+        fitted, se = _fit_response(resp, predictor, every, centre, names)
+        after = predictor.predict(EfficiencyParams.from_dict(fitted))
+        if resp.max_log_error(after, fitted) <= EXACT_LOG_TOLERANCE:
+            break
+        centre = fitted
     before = predictor.predict(EfficiencyParams.from_dict(before_values or values))
-    after = predictor.predict(EfficiencyParams.from_dict(fitted))
     held = np.full(predictor.measured.size, np.nan)
     if cross_validate:
         labels = [group_of(r) for r in runs]
-        splits = [s for _, s in group_splits(labels)] or kfold_splits(len(runs), 5)
+        splits = merged_group_splits(labels, MAX_FOLDS) or kfold_splits(len(runs), 5)
         for train, test in splits:
-            train_runs = [runs[i] for i in train]
-            test_runs = [runs[i] for i in test]
-            sub = _Predictor(train_runs, accelerator, models)
-            fold_values, _ = _fit(sub, free_names(train_runs), values)
-            fold_params = EfficiencyParams.from_dict(fold_values)
-            held_pred = _Predictor(test_runs, accelerator, models).predict(fold_params)
-            # test indices are sorted, so their targets appear in the same order in both
-            test_set = {int(i) for i in test}
-            positions = [k for k, t in enumerate(predictor.targets) if t.run in test_set]
-            held[positions] = held_pred
+            train_rows = np.isin(predictor.target_run, train)
+            test_rows = np.flatnonzero(np.isin(predictor.target_run, test))
+            fold_names = free_names([runs[i] for i in train])
+            # starts from ``values`` (not the full fit): nothing of the held-out runs leaks in
+            fold, _ = _fit_response(resp, predictor, train_rows, values, fold_names)
+            x, q = resp.split(fold)
+            held[test_rows] = resp.predict(x, q, test_rows)
     quality: dict[str, MetricQuality] = {}
     residuals: dict[str, NDArray[np.float64]] = {}
     metrics = np.array([t.metric for t in predictor.targets])
@@ -320,7 +232,7 @@ def fit_end_to_end(
 def feature_ranges(runs: Sequence[Run]) -> dict[str, FeatureRange]:
     """Range of batch/concurrency, lengths and GPU count covered by the runs."""
     columns = {
-        "batch_size": [float(_batch(r)) for r in runs],
+        "batch_size": [float(batch_of(r)) for r in runs],
         "input_tokens": [float(r.input_tokens) for r in runs],
         "output_tokens": [float(r.output_tokens) for r in runs],
         "gpus": [float(r.tp * r.pp) for r in runs],

@@ -81,3 +81,30 @@ def group_splits(groups: Sequence[Hashable]) -> list[tuple[Hashable, Split]]:
         mask = np.array([label == g for label in labels], dtype=bool)
         out.append((g, (idx[~mask], idx[mask])))
     return out
+
+
+def merged_group_splits(groups: Sequence[Hashable], max_folds: int) -> list[Split]:
+    """Leave-one-group-out (train, test) pairs with the groups merged into ≤ ``max_folds`` folds.
+
+    Up to ``max_folds`` groups, one fold per group. Beyond, groups (largest first, ties in order
+    of first appearance) each join the fold holding the fewest items so far, so the merge is
+    deterministic and balanced. Empty with fewer than 2 groups.
+    """
+    labels = list(groups)
+    distinct = list(dict.fromkeys(labels))
+    if len(distinct) < 2:
+        return []
+    position = {g: i for i, g in enumerate(distinct)}
+    codes = np.array([position[label] for label in labels], dtype=np.intp)
+    sizes = np.bincount(codes, minlength=len(distinct))
+    folds = min(len(distinct), max(max_folds, 2))
+    fold_of = np.arange(len(distinct))
+    if folds < len(distinct):
+        load = np.zeros(folds, dtype=np.intp)
+        for g in sorted(range(len(distinct)), key=lambda g: (-sizes[g], g)):
+            f = int(np.argmin(load))
+            fold_of[g] = f
+            load[f] += sizes[g]
+    member = fold_of[codes]
+    idx = np.arange(len(labels))
+    return [(idx[member != f], idx[member == f]) for f in range(folds)]

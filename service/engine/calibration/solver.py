@@ -27,8 +27,12 @@ def solve(
     start: Mapping[str, float],
     bounds: Mapping[str, tuple[float, float]],
     residuals: Callable[[Mapping[str, float]], NDArray[np.float64]],
+    jacobian: Callable[[Mapping[str, float]], NDArray[np.float64]] | None = None,
 ) -> Solution:
-    """Minimise soft-L1 of ``residuals(values)`` over ``names`` within ``bounds``."""
+    """Minimise soft-L1 of ``residuals(values)`` over ``names`` within ``bounds``.
+
+    ``jacobian(values)`` (residuals × names), when given, replaces finite differences.
+    """
     lo = np.array([bounds[n][0] for n in names], dtype=float)
     hi = np.array([bounds[n][1] for n in names], dtype=float)
     margin = 1e-6 * (hi - lo)
@@ -38,7 +42,20 @@ def solve(
         r = residuals(dict(zip(names, (float(v) for v in x), strict=True)))
         return np.where(np.isfinite(r), r, 10.0)
 
-    sol = least_squares(f, x0, bounds=(lo, hi), loss="soft_l1", f_scale=F_SCALE, x_scale="jac")
+    def jac_of(x: NDArray[np.float64]) -> NDArray[np.float64]:
+        assert jacobian is not None
+        j = np.asarray(jacobian(dict(zip(names, (float(v) for v in x), strict=True))), dtype=float)
+        return np.asarray(np.where(np.isfinite(j), j, 0.0), dtype=np.float64)
+
+    sol = least_squares(
+        f,
+        x0,
+        jac=jac_of if jacobian is not None else "2-point",
+        bounds=(lo, hi),
+        loss="soft_l1",
+        f_scale=F_SCALE,
+        x_scale="jac",
+    )
     x = np.asarray(sol.x, dtype=float)
     r = np.asarray(sol.fun, dtype=float)
     jac = np.asarray(sol.jac, dtype=float)
