@@ -348,38 +348,56 @@ def coverage_section() -> None:
 def timing_section(
     accs: dict[str, Accelerator], shapes: dict[str, ModelShape], aliases: dict[str, str]
 ) -> None:
-    """Wall time of one fit on 10,000 measurements (kernels + static + serving)."""
+    """Wall time of fits: the full serving CSV, and 10,000 mixed measurements."""
     h100 = accs["h100-sxm"]
+    serving: list[Measurement] = list(serving_runs(aliases))
     data: list[Measurement] = kernel_measurements()
     static, _ = argonne_static("h100-sxm", aliases)
     data += [r for r in static if r.backend == "vllm"]
     data += [r for r in serving_runs(aliases) if r.backend == "vllm"]
     gemms = [m for m in data if isinstance(m, GemmMeasurement)]
     data += gemms[: 10_000 - len(data)]
-    out("## 7. Fit time for 10,000 measurements")
+    out("## 7. Fit time")
     out()
+    out(
+        "Best of 3 wall times of one `fit()` call on this machine (2 shared cores, other work "
+        "running). Targets: full serving CSV with cross-validation < 10 s; 10,000 mixed "
+        "measurements < 5 s without and < 20 s with cross-validation."
+    )
+    out()
+    cases = (
+        ("serving_qwen3_32b.csv (all backends)", serving, {True: 10.0}),
+        ("10,000 mixed", data, {False: 5.0, True: 20.0}),
+    )
     rows = []
-    for cv in (False, True):
-        best = float("inf")
-        for _ in range(3 if not cv else 1):
-            start = time.perf_counter()
-            fit(data, h100, shapes, cross_validate=cv)
-            best = min(best, time.perf_counter() - start)
-        if not cv:
-            check("fit time, 10,000 measurements, s", best, 0.0, 5.0)
+    for label, measurements, targets in cases:
         kinds: dict[str, int] = {}
-        for m in data:
+        for m in measurements:
             kinds[m.kind] = kinds.get(m.kind, 0) + 1
-        rows.append(
-            [
-                str(len(data)),
-                ", ".join(f"{k} {v}" for k, v in kinds.items()),
-                "yes" if cv else "no",
-                f"{best:.2f} s",
-            ]
-        )
+        for cv in (False, True):
+            best = float("inf")
+            for _ in range(3):
+                start = time.perf_counter()
+                fit(measurements, h100, shapes, cross_validate=cv)
+                best = min(best, time.perf_counter() - start)
+            if cv in targets:
+                what = f"fit time, {label}, {'with' if cv else 'without'} CV, s"
+                check(what, best, 0.0, targets[cv])
+            rows.append(
+                [
+                    label,
+                    ", ".join(f"{k} {v}" for k, v in kinds.items()),
+                    "yes" if cv else "no",
+                    f"{best:.2f} s",
+                ]
+            )
     table(["measurements", "by kind", "cross-validation", "wall time"], rows)
-    out("Target: < 5 s for the fit itself (cross-validation off; it refits every fold).")
+    out(
+        "The end-to-end stage predicts runs in one `estimate_stacked` pass per (model, precision, "
+        "layout, mode) and builds the predictions' exact bilinear response to the overheads and "
+        "queue terms from 4 (static) or 12 (serving) such passes; the fit and every "
+        "cross-validation fold then run on arrays (`service/engine/calibration/response.py`)."
+    )
     out()
 
 

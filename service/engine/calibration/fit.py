@@ -15,7 +15,8 @@ The result is one ``EfficiencyParams`` (``CalibrationResult.efficiency``) that `
 uses directly; ``to_dict``/``from_dict`` store and rebuild it with what intervals need.
 
 Held-out error: k-fold (5) over kernel measurements, leave-one-group-out over end-to-end runs
-(group = model for static runs, (model, backend, tp, weights dtype) for serving).
+(group = model for static runs, (model, backend, tp, weights dtype) for serving; beyond
+``end_to_end.MAX_FOLDS`` groups, whole groups are merged into that many folds).
 """
 
 from __future__ import annotations
