@@ -29,6 +29,7 @@ from service.engine.calibration.quality import (
 )
 from service.engine.calibration.response import Response
 from service.engine.calibration.run_predictor import (
+    OUTPUTS,
     RunPredictor,
     batch_of,
     precision_of,
@@ -138,18 +139,18 @@ def _fit_response(
     so the stages are exact; the split keeps TTFT's queueing from being absorbed into per-step
     overheads. Parameters not in ``names`` keep their value in ``values``.
     """
-    is_ttft = predictor.serving & (predictor.target_output == 0)
+    is_ttft = predictor.serving & (predictor.target_output == OUTPUTS.index("ttft_ms"))
     current, se = dict(values), {}
     stages = (
         (resp.linear_names, np.flatnonzero(use & ~is_ttft)),
         (resp.queue_names, np.flatnonzero(use & is_ttft)),
     )
-    for group, rows in stages:
+    for stage, (group, rows) in enumerate(stages):
         chosen = [n for n in group if n in names]
         if not chosen or rows.size == 0:
             continue
         x, q = resp.split(current)
-        if group == resp.linear_names:
+        if stage == 0:
             offset, slope = resp.affine_in_x(q, rows)
             fixed = x
         else:
