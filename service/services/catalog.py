@@ -1,12 +1,20 @@
-"""Catalog use cases: list, read, create, replace and delete accelerators and models."""
+"""Catalog use cases: list, read, create, replace and delete accelerators and models.
+
+``CatalogCache`` keeps engine objects per process, keyed by id and each row's freshness token
+(``version``, ``updated_at``): one Core query reads both tokens, so an edit made through any
+worker process is seen by the next request.
+"""
 
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from sqlalchemy import ColumnElement, Connection, Engine, Select, bindparam, null, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -312,3 +320,122 @@ def _page(items: Sequence[dict[str, Any]], limit: int) -> Page:
         kept = list(items[:limit])
         return Page(items=kept, next_cursor=encode_cursor(str(kept[-1]["id"])))
     return Page(items=list(items), next_cursor=None)
+
+
+# A row's freshness token: (version, updated_at); every write through the API or seeding bumps
+# both, and a deleted and recreated row gets a new updated_at.
+Token = tuple[int, datetime]
+CACHE_LIMIT = 512
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogTokens:
+    """What one freshness query returned: each row's token (None: absent) and an extra value."""
+
+    model_id: str
+    accelerator_id: str
+    model: Token | None
+    accelerator: Token | None
+    extra: Any = None
+
+    def require(self) -> None:
+        """Raise NotFoundError for the first absent row (the model, then the accelerator)."""
+        if self.model is None:
+            raise NotFoundError(KIND_MODEL, self.model_id)
+        if self.accelerator is None:
+            raise NotFoundError(KIND_ACCELERATOR, self.accelerator_id)
+
+
+def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) -> list[Any]:
+    where = row_type.id == bindparam(param)
+    return [
+        select(row_type.version).where(where).scalar_subquery(),
+        select(row_type.updated_at).where(where).scalar_subquery(),
+    ]
+
+
+def freshness_query(extra: ColumnElement[Any] | None = None) -> Select[Any]:
+    """Return the token query (binds ``model_id`` and ``accelerator_id``) with one extra column."""
+    return select(
+        *_token_columns(ModelRow, "model_id"),
+        *_token_columns(AcceleratorRow, "accelerator_id"),
+        extra if extra is not None else null(),
+    )
+
+
+def _token(version: int | None, updated_at: datetime | None) -> Token | None:
+    return None if version is None or updated_at is None else (int(version), updated_at)
+
+
+def read_tokens(
+    db: Connection | Session,
+    query: Select[Any],
+    model_id: str,
+    accelerator_id: str,
+    **params: Any,
+) -> CatalogTokens:
+    """Run a ``freshness_query`` once and return both rows' tokens and the extra column."""
+    values = {"model_id": model_id, "accelerator_id": accelerator_id, **params}
+    row = db.execute(query, values).one()
+    return CatalogTokens(
+        model_id=model_id,
+        accelerator_id=accelerator_id,
+        model=_token(row[0], row[1]),
+        accelerator=_token(row[2], row[3]),
+        extra=row[4],
+    )
+
+
+class CatalogCache:
+    """Engine objects of one database, reused while their row's token is unchanged."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, tuple[Token, ModelShape]] = {}
+        self._accelerators: dict[str, tuple[Token, Accelerator]] = {}
+
+    def cached(self, tokens: CatalogTokens) -> tuple[ModelShape, Accelerator] | None:
+        """Return the model and accelerator if both are cached under these tokens."""
+        tokens.require()
+        model = self._models.get(tokens.model_id)
+        accelerator = self._accelerators.get(tokens.accelerator_id)
+        if model is None or accelerator is None:
+            return None
+        if model[0] != tokens.model or accelerator[0] != tokens.accelerator:
+            return None
+        return model[1], accelerator[1]
+
+    def load(self, session: Session, tokens: CatalogTokens) -> tuple[ModelShape, Accelerator]:
+        """Load what is not cached under ``tokens`` from ORM rows and cache it under them.
+
+        A row edited after the tokens were read is cached under its old token, so the next
+        request (which reads the new token) loads it again: a stale entry is never served.
+        """
+        tokens.require()
+        assert tokens.model is not None and tokens.accelerator is not None
+        catalog = CatalogService(session)
+        model = self._models.get(tokens.model_id)
+        if model is None or model[0] != tokens.model:
+            model = (tokens.model, catalog.model_shape(tokens.model_id))
+            _store(self._models, tokens.model_id, model)
+        accelerator = self._accelerators.get(tokens.accelerator_id)
+        if accelerator is None or accelerator[0] != tokens.accelerator:
+            accelerator = (tokens.accelerator, catalog.accelerator(tokens.accelerator_id))
+            _store(self._accelerators, tokens.accelerator_id, accelerator)
+        return model[1], accelerator[1]
+
+
+def _store(entries: dict[str, Any], key: str, value: Any) -> None:
+    if len(entries) >= CACHE_LIMIT and key not in entries:
+        entries.clear()
+    entries[key] = value
+
+
+_CACHES: weakref.WeakKeyDictionary[Engine, CatalogCache] = weakref.WeakKeyDictionary()
+
+
+def catalog_cache(engine: Engine) -> CatalogCache:
+    """Return the process-local catalog cache of one database engine."""
+    cache = _CACHES.get(engine)
+    if cache is None:
+        cache = _CACHES.setdefault(engine, CatalogCache())
+    return cache

@@ -11,11 +11,13 @@ apply to the new peaks and bandwidths), and the answer says so in ``transferred_
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sqlalchemy import ColumnElement, Engine, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository
@@ -79,6 +81,64 @@ def resolve_efficiency(
         profile=row.result,
         transferred=transferred_from is not None,
     )
+
+
+def _newest_id(backend: Any) -> ColumnElement[Any]:
+    """Newest profile id for the bound ``accelerator_id`` and ``backend`` (None: any backend)."""
+    table = CalibrationProfileRow
+    stmt = select(table.id).where(table.accelerator == bindparam("accelerator_id"))
+    if backend is not None:
+        stmt = stmt.where(table.backend == backend)
+    return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
+
+
+def profile_id_column(backend: str | None, calibration: str) -> tuple[str, ColumnElement[Any]]:
+    """Return a cache key and a column selecting the profile id ``calibration`` resolves to.
+
+    Mirrors ``resolve_efficiency``: the newest profile with this backend, else one stored
+    without a backend; the newest of any backend without one; or the given id if it exists.
+    The column binds ``accelerator_id``, ``backend`` and ``profile_id``.
+    """
+    table = CalibrationProfileRow
+    if calibration != AUTO:
+        return "id", select(table.id).where(table.id == bindparam("profile_id")).scalar_subquery()
+    if backend:
+        return "auto-backend", func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
+    return "auto-any", _newest_id(None)
+
+
+class ProfileCache:
+    """Resolved calibration profiles of one database (profiles are immutable once stored)."""
+
+    def __init__(self) -> None:
+        self._resolved: dict[tuple[str, str], ResolvedEfficiency] = {}
+
+    def resolve(self, session: Session, accelerator_id: str, profile_id: str) -> ResolvedEfficiency:
+        """Return the profile applied to ``accelerator_id``; NotFoundError if it is gone."""
+        key = (profile_id, accelerator_id)
+        hit = self._resolved.get(key)
+        if hit is None:
+            hit = resolve_efficiency(session, accelerator_id, None, profile_id)
+            if len(self._resolved) >= PROFILE_CACHE_LIMIT:
+                self._resolved.clear()
+            self._resolved[key] = hit
+        return hit
+
+    def cached(self, accelerator_id: str, profile_id: str) -> ResolvedEfficiency | None:
+        """Return the resolved profile if it is cached."""
+        return self._resolved.get((profile_id, accelerator_id))
+
+
+PROFILE_CACHE_LIMIT = 256
+_CACHES: weakref.WeakKeyDictionary[Engine, ProfileCache] = weakref.WeakKeyDictionary()
+
+
+def profile_cache(engine: Engine) -> ProfileCache:
+    """Return the process-local profile cache of one database engine."""
+    cache = _CACHES.get(engine)
+    if cache is None:
+        cache = _CACHES.setdefault(engine, ProfileCache())
+    return cache
 
 
 def interval_columns(

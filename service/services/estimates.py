@@ -1,19 +1,22 @@
 """Analysis use cases: load catalog entries, resolve calibration, run the engine, shape the answer.
 
 Answers are JSON-ready dicts in which every non-finite number is None (never NaN or inf).
+Catalog entries and calibration profiles come from process-local caches checked by one
+freshness query per target (``CatalogLookup``); only a miss loads ORM rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Engine, Select
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
@@ -22,13 +25,23 @@ from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
 from service.engine.roofline import IntensityRow, analyze_intensity
 from service.engine.shapes import ModelShape
-from service.services.catalog import CatalogService
+from service.services.catalog import (
+    CatalogService,
+    CatalogTokens,
+    catalog_cache,
+    freshness_query,
+    read_tokens,
+)
 from service.services.efficiency_lookup import (
+    AUTO,
+    NONE,
+    UNCALIBRATED,
     ResolvedEfficiency,
     interval_columns,
-    resolve_efficiency,
+    profile_cache,
+    profile_id_column,
 )
-from service.services.errors import ServiceError
+from service.services.errors import NotFoundError, ServiceError
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,37 +244,131 @@ def _split_answers(
     return answers
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A target's engine inputs: model, accelerator and resolved calibration."""
+
+    model: ModelShape
+    accelerator: Accelerator
+    resolved: ResolvedEfficiency
+
+
+_QUERIES: dict[str, Select[Any]] = {}
+
+
+def _freshness(target: AnalysisTarget) -> tuple[Select[Any], dict[str, Any]]:
+    """Return the freshness query for a target's calibration choice and its extra parameters."""
+    if target.calibration == NONE:
+        key, params = NONE, {}
+        column = None
+    else:
+        key, column = profile_id_column(target.backend, target.calibration)
+        params = (
+            {"profile_id": target.calibration}
+            if target.calibration != AUTO
+            else ({"backend": target.backend} if target.backend else {})
+        )
+    query = _QUERIES.get(key)
+    if query is None:
+        query = _QUERIES.setdefault(key, freshness_query(column))
+    return query, params
+
+
+class CatalogLookup:
+    """Loads targets through the process-local catalog and profile caches of one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.catalog = catalog_cache(engine)
+        self.profiles = profile_cache(engine)
+
+    def tokens(self, db: Connection | Session, target: AnalysisTarget) -> CatalogTokens:
+        """Run the one freshness query of a target (row tokens and the profile it resolves to)."""
+        query, params = _freshness(target)
+        return read_tokens(db, query, target.model, target.accelerator, **params)
+
+    def _profile_id(self, tokens: CatalogTokens, target: AnalysisTarget) -> str | None:
+        if target.calibration == NONE:
+            return None
+        if tokens.extra is None and target.calibration != AUTO:
+            raise NotFoundError("calibration profile", target.calibration)
+        return None if tokens.extra is None else str(tokens.extra)
+
+    def cached(self, tokens: CatalogTokens, target: AnalysisTarget) -> Loaded | None:
+        """Return the target from the caches, or None on a miss; NotFoundError if absent."""
+        entries = self.catalog.cached(tokens)
+        if entries is None:
+            return None
+        profile_id = self._profile_id(tokens, target)
+        if profile_id is None:
+            return Loaded(*entries, UNCALIBRATED)
+        resolved = self.profiles.cached(target.accelerator, profile_id)
+        return None if resolved is None else Loaded(*entries, resolved)
+
+    def load(self, session: Session, tokens: CatalogTokens, target: AnalysisTarget) -> Loaded:
+        """Load what the caches miss from ORM rows and cache it."""
+        model, accelerator = self.catalog.load(session, tokens)
+        profile_id = self._profile_id(tokens, target)
+        resolved = (
+            UNCALIBRATED
+            if profile_id is None
+            else self.profiles.resolve(session, target.accelerator, profile_id)
+        )
+        return Loaded(model, accelerator, resolved)
+
+    def get(self, session: Session, target: AnalysisTarget) -> Loaded:
+        """Return a target within a session: one freshness query, ORM loads only on a miss."""
+        tokens = self.tokens(session, target)
+        return self.cached(tokens, target) or self.load(session, tokens, target)
+
+    def fresh(self, target: AnalysisTarget) -> tuple[CatalogTokens, Loaded | None]:
+        """Run the freshness query on a pooled connection; return tokens and any cached target."""
+        with self.engine.connect() as connection:
+            tokens = self.tokens(connection, target)
+        return tokens, self.cached(tokens, target)
+
+    def load_in_session(
+        self, factory: sessionmaker[Session], tokens: CatalogTokens, target: AnalysisTarget
+    ) -> Loaded:
+        """Load a missed target in a short session of its own (run it off the event loop)."""
+        with factory() as session:
+            return self.load(session, tokens, target)
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine
+
+
 class AnalysisService:
-    """Intensity tables and estimates within one session; catalog rows are loaded once each."""
+    """Intensity tables and estimates; each target is looked up once per service.
 
-    def __init__(self, session: Session) -> None:
+    Without a session, only targets given in ``loaded`` can be answered (the async endpoints
+    look them up first and compute without touching the database).
+    """
+
+    def __init__(
+        self, session: Session | None, *, loaded: Mapping[AnalysisTarget, Loaded] | None = None
+    ) -> None:
         self.session = session
-        self.catalog = CatalogService(session)
-        self._models: dict[str, ModelShape] = {}
-        self._accelerators: dict[str, Accelerator] = {}
-        self._efficiency: dict[tuple[str, str | None, str], ResolvedEfficiency] = {}
-
-    def _model(self, model_id: str) -> ModelShape:
-        if model_id not in self._models:
-            self._models[model_id] = self.catalog.model_shape(model_id)
-        return self._models[model_id]
-
-    def _accelerator(self, accelerator_id: str) -> Accelerator:
-        if accelerator_id not in self._accelerators:
-            self._accelerators[accelerator_id] = self.catalog.accelerator(accelerator_id)
-        return self._accelerators[accelerator_id]
-
-    def _resolve(self, target: AnalysisTarget) -> ResolvedEfficiency:
-        key = (target.accelerator, target.backend, target.calibration)
-        if key not in self._efficiency:
-            self._efficiency[key] = resolve_efficiency(self.session, *key)
-        return self._efficiency[key]
+        self.lookup = CatalogLookup(_engine_of(session)) if session is not None else None
+        self._loaded: dict[AnalysisTarget, Loaded] = dict(loaded or {})
 
     def _load(self, target: AnalysisTarget) -> tuple[ModelShape, Accelerator, ResolvedEfficiency]:
         """Load model and accelerator (NotFoundError names which) and resolve calibration."""
-        model = self._model(target.model)
-        accelerator = self._accelerator(target.accelerator)
-        return model, accelerator, self._resolve(target)
+        loaded = self._loaded.get(target)
+        if loaded is None:
+            if self.session is None or self.lookup is None:
+                raise RuntimeError(f"no session to load {target}")
+            loaded = self._loaded[target] = self.lookup.get(self.session, target)
+        return loaded.model, loaded.accelerator, loaded.resolved
+
+    @property
+    def catalog(self) -> CatalogService:
+        """Return the catalog service of this session (charts read accelerators through it)."""
+        if self.session is None:
+            raise RuntimeError("no session")
+        return CatalogService(self.session)
 
     def intensity(self, spec: IntensitySpec) -> dict[str, Any]:
         """Tabulate one step's operators; raises NotFoundError or EngineError."""
