@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     api_key_pepper: str = DEV_API_KEY_PEPPER
     require_key_for_reads: bool = False
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    # Calibration uploads carry up to MAX_MEASUREMENTS_PER_CALIBRATION rows (~150 B each as JSON).
+    max_calibration_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     # Per-client token buckets (per worker process); generous so only abuse is refused.
     rate_limit_enabled: bool = True
     rate_limit_estimates_per_s: float = Field(default=200.0, gt=0)

@@ -59,7 +59,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(charts.router)
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        prefix_limits={"/v1/calibrations": settings.max_calibration_body_bytes},
+    )
     # Rate limits sit inside the request context (429s get request ids) and before the body.
     install_limits(app, settings)
     app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)

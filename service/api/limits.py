@@ -16,7 +16,7 @@ from service.settings import Settings
 MAX_PAGE_SIZE = 200
 MAX_BATCH_SIZES_PER_ESTIMATE = 1_024
 MAX_ITEMS_PER_ESTIMATE_BATCH = 256
-MAX_MEASUREMENTS_PER_CALIBRATION = 2_000
+MAX_MEASUREMENTS_PER_CALIBRATION = 20_000
 
 # Operations that spend CPU per request, rate-limited per client.
 ESTIMATE_OPERATIONS = frozenset(

@@ -7,6 +7,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,19 +37,33 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, slug: 
 
 
 class BodySizeLimitMiddleware:
-    """Reject bodies over ``max_bytes`` with 413, by Content-Length and by streamed size."""
+    """Reject bodies over the limit with 413, by Content-Length and by streamed size.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``.
+    """
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, prefix_limits: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.prefix_limits = dict(prefix_limits or {})
+
+    def limit_for(self, path: str) -> int:
+        """Return the body limit in bytes for a request path."""
+        for prefix, limit in self.prefix_limits.items():
+            if path.startswith(prefix):
+                return limit
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        detail = f"request body exceeds the limit of {self.max_bytes} bytes"
+        max_bytes = self.limit_for(scope["path"])
+        detail = f"request body exceeds the limit of {max_bytes} bytes"
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+            if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
                 await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
         # Buffer the body (bounded by the limit) so an oversized stream is refused before the app.
@@ -60,7 +75,7 @@ class BodySizeLimitMiddleware:
             if message["type"] != "http.request":
                 break
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
+            if received > max_bytes:
                 await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
             if not message.get("more_body", False):
