@@ -1,4 +1,8 @@
-"""Request dependencies: settings, the per-request session (committed once) and API-key auth."""
+"""Request dependencies: settings, the per-request session (committed once) and API-key auth.
+
+``get_settings`` and ``require_read`` are ``async`` so that open reads cost no thread-pool hop
+(FastAPI runs every sync dependency in a worker thread); a read key is checked in a thread.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,15 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
+from service.db.session import session_scope
 from service.services.auth import authorise
 from service.services.catalog import CatalogService
 from service.settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """Return the settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
@@ -42,10 +48,17 @@ def require_write(session: SessionDep, settings: SettingsDep, api_key: ApiKeyHea
     authorise(session, settings.api_key_pepper, api_key, "write")
 
 
-def require_read(session: SessionDep, settings: SettingsDep, api_key: ApiKeyHeader = None) -> None:
+def _authorise_read(request: Request, settings: Settings, api_key: str | None) -> None:
+    with session_scope(request.app.state.session_factory) as session:
+        authorise(session, settings.api_key_pepper, api_key, "read")
+
+
+async def require_read(
+    request: Request, settings: SettingsDep, api_key: ApiKeyHeader = None
+) -> None:
     """Require a key with the ``read`` scope when the operator configured reads as protected."""
     if settings.require_key_for_reads:
-        authorise(session, settings.api_key_pepper, api_key, "read")
+        await run_in_threadpool(_authorise_read, request, settings, api_key)
 
 
 def get_catalog(session: SessionDep) -> CatalogService:
