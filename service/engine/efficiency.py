@@ -74,6 +74,16 @@ class EfficiencyParams:
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8 (benchmarks/h100/nccl.csv).
     collective_latency_us: float = 5.0
     collective_hop_latency_us: float = 0.8
+    # Serving engines (vLLM, SGLang, TensorRT-LLM) reduce small tensor-parallel activations with a
+    # custom one-shot NVLink all-reduce (every GPU reads its peers' buffers in one step) instead of
+    # NCCL's ring, so its launch cost is one flat latency with no per-hop term. Applies to
+    # all-reduces of at most one_shot_allreduce_max_bytes (prior 512 KiB: these kernels target
+    # decode-sized messages and hand larger ones to two-shot/NCCL). The latency is a fixed prior,
+    # not fitted: the 2-GPU NCCL small-message all-reduce floor (6.2–6.4 µs for 2 KiB fp16 in
+    # benchmarks/h100/nccl.csv), where ring and one-shot both do a single exchange. The NCCL table
+    # measures NCCL, not the custom kernel, so this is an assumption that it stays flat in TP.
+    one_shot_allreduce_max_bytes: float = 524288.0
+    one_shot_allreduce_latency_us: float = 6.3
     # Bus bandwidth as a fraction of the per-direction link rate (notes.md A9: ~80–88%).
     collective_bandwidth_efficiency: float = 0.85
     # Prefill tokens one serving step takes (vLLM max_num_batched_tokens, SGLang
@@ -163,6 +173,8 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "collective_latency_us": (0.0, 1000.0),
     "collective_hop_latency_us": (0.0, 100.0),
     "collective_bandwidth_efficiency": (0.05, 2.0),
+    "one_shot_allreduce_max_bytes": (0.0, 1_073_741_824.0),
+    "one_shot_allreduce_latency_us": (0.0, 1000.0),
     "prefill_chunk_tokens": (64.0, 1_048_576.0),
     "admission_wait_steps": (0.0, 100.0),
     "prefill_queue_share": (0.0, 1.0),

@@ -328,11 +328,15 @@ def collective_cost(
     *,
     accelerator: Hardware,
     params: EfficiencyParams,
+    one_shot: bool = True,
 ) -> KernelCost:
     """Cost one collective over ``num_gpus`` (ring formulas); one GPU costs nothing.
 
     all_reduce moves 2(N−1)/N·M per GPU, all_gather/reduce_scatter/alltoall (N−1)/N·M (M = the
-    full buffer), send M. Latency = collective_latency_us + hops · collective_hop_latency_us.
+    full buffer), send M. Latency = collective_latency_us + hops · collective_hop_latency_us
+    (NCCL), except all_reduces of M ≤ one_shot_allreduce_max_bytes when ``one_shot`` (a serving
+    engine's custom all-reduce): one_shot_allreduce_latency_us, flat in N. Pass
+    ``one_shot=False`` to model NCCL itself (kernel benchmarks).
     """
     n = np.maximum(as_array(num_gpus), 1.0)
     m = as_array(message_bytes)
@@ -343,6 +347,9 @@ def collective_cost(
         hardware_link_bytes_s(accelerator) * params.collective_bandwidth_efficiency
     )
     latency_us = params.collective_latency_us + hops * params.collective_hop_latency_us
+    if one_shot and op == "all_reduce":
+        small = m <= params.one_shot_allreduce_max_bytes
+        latency_us = np.where(small, params.one_shot_allreduce_latency_us, latency_us)
     time_s = comm_s + np.where(active, latency_us * 1e-6, 0.0)
     zero = np.zeros_like(time_s)
     return KernelCost(zero, wire_bytes + zero, zero, zero, time_s, time_s)
@@ -355,8 +362,9 @@ def collective_time_s(
     *,
     accelerator: Accelerator,
     params: EfficiencyParams,
+    one_shot: bool = True,
 ) -> FloatArray:
     """Return seconds for a collective (all_reduce, all_gather, reduce_scatter, alltoall, send)."""
     return collective_cost(
-        op, num_gpus, message_bytes, accelerator=accelerator, params=params
+        op, num_gpus, message_bytes, accelerator=accelerator, params=params, one_shot=one_shot
     ).time_s

@@ -168,9 +168,9 @@ def test_attended_pairs_window() -> None:
 def test_collectives(h100: Accelerator) -> None:
     p = DEFAULT_EFFICIENCY
     assert float(collective_time_s("all_reduce", 1, 1e9, accelerator=h100, params=p)) == 0.0
-    small2 = collective_time_s("all_reduce", 2, 512, accelerator=h100, params=p)
-    small8 = collective_time_s("all_reduce", 8, 512, accelerator=h100, params=p)
-    assert small8 > small2 > 0
+    nccl2 = collective_time_s("all_reduce", 2, 512, accelerator=h100, params=p, one_shot=False)
+    nccl8 = collective_time_s("all_reduce", 8, 512, accelerator=h100, params=p, one_shot=False)
+    assert nccl8 > nccl2 > 0
     big = 1e9
     t = collective_time_s("all_reduce", 8, big, accelerator=h100, params=p)
     ring = 2 * 7 / 8 * big / (450e9 * p.collective_bandwidth_efficiency)
@@ -179,3 +179,23 @@ def test_collectives(h100: Accelerator) -> None:
     assert float(ag) == pytest.approx(float(t) / 2, rel=0.01)
     with pytest.raises(ValueError):
         collective_time_s("broadcast", 8, big, accelerator=h100, params=p)
+
+
+def test_one_shot_all_reduce_flat_in_tp_below_threshold(h100: Accelerator) -> None:
+    p = DEFAULT_EFFICIENCY.replace(one_shot_allreduce_max_bytes=65536.0)
+    tps = np.array([2.0, 4.0, 8.0])
+    small = collective_time_s("all_reduce", tps, 4096, accelerator=h100, params=p)
+    latency_s = p.one_shot_allreduce_latency_us * 1e-6
+    assert small == pytest.approx(np.full(3, latency_s), rel=0.01)  # no per-hop term
+    nccl = collective_time_s("all_reduce", tps, 4096, accelerator=h100, params=p, one_shot=False)
+    assert np.all(np.diff(nccl) > 0)
+    # Above the threshold the NCCL ring latency (growing with hops) applies again.
+    large = collective_time_s("all_reduce", tps, 131072, accelerator=h100, params=p)
+    assert np.all(np.diff(large) > 0)
+    hops_us = 2 * (tps - 1) * p.collective_hop_latency_us
+    wire_s = 2 * (tps - 1) / tps * 131072 / (450e9 * p.collective_bandwidth_efficiency)
+    ring_s = wire_s + (p.collective_latency_us + hops_us) * 1e-6
+    assert large == pytest.approx(ring_s, rel=1e-6)
+    # Other collectives keep the ring latency at any size.
+    ag = collective_time_s("all_gather", tps, 4096, accelerator=h100, params=p)
+    assert np.all(np.diff(ag) > 0)

@@ -117,6 +117,12 @@ def _predict_group(
             accelerator=accelerator,
             params=params,
         )
+    # Kernel benchmarks time NCCL itself, never a serving engine's custom one-shot all-reduce.
     return collective_time_s(
-        variant, c["num_gpus"], c["message_bytes"], accelerator=accelerator, params=params
+        variant,
+        c["num_gpus"],
+        c["message_bytes"],
+        accelerator=accelerator,
+        params=params,
+        one_shot=False,
     )
