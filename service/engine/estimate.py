@@ -249,7 +249,10 @@ def _columns(
     shape = batches.shape
 
     def full(x: npt.ArrayLike) -> FloatArray:
-        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+        array = np.asarray(x, dtype=np.float64)
+        if array.shape == shape:
+            return array.copy()
+        return np.broadcast_to(array, shape).copy()
 
     def gb(x: npt.ArrayLike) -> FloatArray:
         return full(np.asarray(x, dtype=np.float64) / 1e9)

@@ -122,7 +122,9 @@ class StepCost:
         shape = np.shape(self.overhead_s)
         by_bound = {name: np.zeros(shape) for name in ("compute", "memory", COMMUNICATION)}
         for row in self.rows:
-            bound = np.broadcast_to(row.bound, shape)
+            bound = row.bound
+            if bound.shape != shape:
+                bound = np.broadcast_to(bound, shape)
             for name, acc in by_bound.items():
                 acc += np.where(bound == name, row.time_s, 0.0)
         return bound_of(by_bound["compute"], by_bound["memory"], by_bound[COMMUNICATION])
