@@ -8,7 +8,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.services.errors import (
@@ -22,6 +24,7 @@ from service.services.errors import (
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE = "https://ridgeline.dev/problems/"
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
 _LOCATION_KINDS = {"body", "query", "path", "header", "cookie"}
 
 
@@ -74,13 +77,41 @@ async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     return validation_problem(errors)
 
 
-async def _http_exception(_: Request, exc: Exception) -> JSONResponse:
+def allowed_methods(request: Request) -> list[str]:
+    """Return, sorted, the methods of the most literal route templates matching the path.
+
+    ``/v1/models/import`` matches both ``/v1/models/import`` and ``/v1/models/{model_id}``; like
+    the OpenAPI document, the literal template names the resource, so only its methods count.
+    """
+    path: str = request.scope["path"]
+    root_path: str = request.scope.get("root_path", "")
+    if root_path and path.startswith(root_path):
+        path = path[len(root_path) :]
+    by_params: dict[int, set[str]] = {}
+    for route in iter_route_contexts(request.app.router.routes):
+        if route.path and route.methods and compile_path(route.path)[0].match(path):
+            by_params.setdefault(route.path.count("{"), set()).update(route.methods)
+    return sorted(by_params[min(by_params)]) if by_params else []
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers) if exc.headers else {}
+    if exc.status_code == 400:
+        detail = str(exc.detail)
+        if detail == FASTAPI_BODY_ERROR:
+            # FastAPI's answer to a body it cannot decode (not UTF-8, or otherwise unreadable).
+            cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+            detail = f"The request body could not be read as UTF-8 JSON{cause}."
+        return problem(400, "Malformed request body", detail, "malformed-body", headers=headers)
+    if exc.status_code == 405:
+        methods = allowed_methods(request)
+        if methods:
+            headers["Allow"] = ", ".join(methods)
     titles = {404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}
     title = titles.get(exc.status_code, "HTTP error")
     slug = title.lower().replace(" ", "-")
-    headers = dict(exc.headers) if exc.headers else None
-    return problem(exc.status_code, title, str(exc.detail), slug, headers=headers)
+    return problem(exc.status_code, title, str(exc.detail), slug, headers=headers or None)
 
 
 async def _not_found(_: Request, exc: Exception) -> JSONResponse:

@@ -7,6 +7,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,12 +30,24 @@ def _iso(moment: datetime) -> str:
 
 
 def _float_or_none(value: float | None) -> float | None:
-    return None if value is None else float(value)
+    """Return ``value`` as a float, or None when absent or not finite (JSON has no NaN/inf)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _ridge_points(peak_tflops: dict[str, float], bandwidth_gb_s: float) -> dict[str, float]:
+    """Return the finite ridge points per dtype (FLOP per HBM byte)."""
+    bandwidth_bytes_s = bandwidth_gb_s * 1e9
+    if not bandwidth_bytes_s > 0:
+        return {}
+    # Ridge point = peak FLOP/s ÷ HBM bytes/s (TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s).
+    ridges = {dtype: tflops * 1e12 / bandwidth_bytes_s for dtype, tflops in peak_tflops.items()}
+    return {dtype: ridge for dtype, ridge in ridges.items() if math.isfinite(ridge)}
 
 
 def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
-    """Return the API representation of an accelerator row."""
-    bandwidth_bytes_s = row.memory_bandwidth_gb_s * 1e9
+    """Return the API representation of an accelerator row (finite numbers only)."""
     return {
         "id": row.id,
         "vendor": row.vendor,
@@ -42,7 +55,9 @@ def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
         "memory_gb": float(row.memory_gb),
         "memory_type": row.memory_type,
         "memory_bandwidth_gb_s": float(row.memory_bandwidth_gb_s),
-        "peak_tflops": {dtype: float(v) for dtype, v in row.peak_tflops.items()},
+        "peak_tflops": {
+            dtype: float(v) for dtype, v in row.peak_tflops.items() if math.isfinite(v)
+        },
         "interconnect_gb_s": float(row.interconnect_gb_s),
         "tdp_w": _float_or_none(row.tdp_w),
         "price_usd_per_hour": _float_or_none(row.price_usd_per_hour),
@@ -51,12 +66,7 @@ def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
         "notes": row.notes,
         "sources": list(row.sources),
         "field_sources": dict(row.field_sources),
-        # Ridge point = peak FLOP/s ÷ HBM bytes/s (TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s).
-        "ridge_point_flop_per_byte": {
-            dtype: tflops * 1e12 / bandwidth_bytes_s
-            for dtype, tflops in row.peak_tflops.items()
-            if bandwidth_bytes_s > 0
-        },
+        "ridge_point_flop_per_byte": _ridge_points(row.peak_tflops, row.memory_bandwidth_gb_s),
         "origin": row.origin,
         "version": row.version,
         "created_at": _iso(row.created_at),

@@ -26,34 +26,7 @@ def text_has(marker: str) -> Callable[[schemathesis.Case, str], bool]:
 
 # Findings in other modules, tolerated until their owners fix them (reported to them):
 # failure title -> predicate on (case, failure and response text) -> why.
-KNOWN_ISSUES: list[tuple[str, Callable[[schemathesis.Case, str], bool], str]] = [
-    (
-        "Schema-violating request accepted",
-        text_has("ridge_point_flop_per_byte"),
-        "AcceleratorFields takes JSON booleans as floats in an ignored read-only field",
-    ),
-    (
-        "Undocumented status code",
-        text_has("already exists"),
-        "catalog POST routes answer 409 without declaring it",
-    ),
-    (
-        "Server error",
-        ridge_point_overflows,
-        "accelerator numbers are unbounded: peak/bandwidth overflows to inf, the row is stored "
-        "and rendering it fails",
-    ),
-    (
-        "Undocumented status code",
-        ridge_point_overflows,
-        "the same 500",
-    ),
-    (
-        "Schema-valid request rejected",
-        ridge_point_overflows,
-        "the same 500",
-    ),
-]
+KNOWN_ISSUES: list[tuple[str, Callable[[schemathesis.Case, str], bool], str]] = []
 
 
 def is_known(case: schemathesis.Case, failure: Exception, body: str) -> bool:
@@ -69,8 +42,6 @@ def fuzz_config(seed: int, max_examples: int) -> dict[str, Any]:
         "seed": seed,
         "generation": {"mode": "all", "max-examples": max_examples},
         "checks": {
-            # Starlette answers 405 with only the first matching route's method in Allow.
-            "allow_header_conformance": {"enabled": False},
             # Schema-valid input can still be refused with 422 for reasons JSON Schema cannot
             # state: layouts that do not divide the heads, opaque cursors the server never issued.
             "positive_data_acceptance": {

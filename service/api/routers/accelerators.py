@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.limits import problem_responses
 from service.api.routers.conditional import (
     check_body_id,
     merge_patch,
@@ -50,7 +51,13 @@ def get_accelerator(
     )
 
 
-@router.post("", status_code=201, response_model=Accelerator, dependencies=[WriteAccess])
+@router.post(
+    "",
+    status_code=201,
+    response_model=Accelerator,
+    dependencies=[WriteAccess],
+    responses=problem_responses(409),
+)
 def create_accelerator(body: AcceleratorCreate, catalog: CatalogDep) -> Response:
     """Add an accelerator (409 if the id exists)."""
     created = catalog.create_accelerator(body.model_dump())

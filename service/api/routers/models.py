@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.limits import problem_responses
 from service.api.routers.conditional import (
     check_body_id,
     merge_patch,
@@ -37,7 +38,13 @@ def list_models(
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
-@router.post("/import", status_code=201, response_model=Model, dependencies=[WriteAccess])
+@router.post(
+    "/import",
+    status_code=201,
+    response_model=Model,
+    dependencies=[WriteAccess],
+    responses=problem_responses(409),
+)
 def import_model(body: ModelImport, catalog: CatalogDep) -> Response:
     """Create a model from a Hugging Face config.json (422 names the offending key)."""
     extra = {"name": body.name, "hf_repo": body.hf_repo, "sources": body.sources}
@@ -51,7 +58,13 @@ def get_model(model_id: str, catalog: CatalogDep, if_none_match: IfNoneMatch = N
     return representation_response(catalog.get_model(model_id), if_none_match=if_none_match)
 
 
-@router.post("", status_code=201, response_model=Model, dependencies=[WriteAccess])
+@router.post(
+    "",
+    status_code=201,
+    response_model=Model,
+    dependencies=[WriteAccess],
+    responses=problem_responses(409),
+)
 def create_model(body: ModelCreate, catalog: CatalogDep) -> Response:
     """Add a model shape (422 naming the inconsistent field, 409 if the id exists)."""
     created = catalog.create_model(body.model_dump())

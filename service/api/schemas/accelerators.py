@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.api.schemas.common import Dtype, Slug, SourceUrl
+
+
+def bounded(low: float, high: float) -> Any:
+    """Return a strict (no booleans, no strings), finite ``low <= x <= high`` constraint."""
+    return Field(strict=True, allow_inf_nan=False, ge=low, le=high)
+
+
+# Physical bounds: the low ends keep every ratio (ridge point, times, fractions) finite; the high
+# ends are far above any device in the reference catalog (largest: 256 GB, 8 TB/s, 1,200 W).
+MemoryGb = Annotated[float, bounded(1e-3, 1e5)]
+BandwidthGbS = Annotated[float, bounded(1e-3, 1e6)]
+PeakTflops = Annotated[float, bounded(1e-3, 1e7)]
+InterconnectGbS = Annotated[float, bounded(0.0, 1e6)]
+PowerW = Annotated[float, bounded(0.0, 1e6)]
+PriceUsdPerHour = Annotated[float, bounded(0.0, 1e6)]
+MIN_LINK_GB_S = 1e-3
+AnyFiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+StrictInt = Annotated[int, Field(strict=True)]
 
 
 class PriceInfo(BaseModel):
@@ -25,13 +45,15 @@ class AcceleratorFields(BaseModel):
 
     vendor: str = Field(min_length=1, max_length=100)
     name: str = Field(min_length=1, max_length=200)
-    memory_gb: float = Field(gt=0)
+    memory_gb: MemoryGb
     memory_type: str = Field(default="", max_length=50)
-    memory_bandwidth_gb_s: float = Field(gt=0)
-    peak_tflops: dict[Dtype, float] = Field(min_length=1)
-    interconnect_gb_s: float = Field(default=0.0, ge=0, description="Per device, per direction.")
-    tdp_w: float | None = Field(default=None, ge=0)
-    price_usd_per_hour: float | None = Field(default=None, ge=0)
+    memory_bandwidth_gb_s: BandwidthGbS
+    peak_tflops: dict[Dtype, PeakTflops] = Field(min_length=1)
+    interconnect_gb_s: InterconnectGbS = Field(
+        default=0.0, description="Per device, per direction."
+    )
+    tdp_w: PowerW | None = None
+    price_usd_per_hour: PriceUsdPerHour | None = None
     price: PriceInfo | None = None
     confidence: str | None = Field(default=None, max_length=20)
     notes: str = ""
@@ -39,10 +61,18 @@ class AcceleratorFields(BaseModel):
     field_sources: dict[str, list[str]] = Field(default_factory=dict)
     # Read-only fields, accepted (and ignored) so a GET body can be sent back on PUT.
     origin: str | None = Field(default=None, exclude=True)
-    version: int | None = Field(default=None, exclude=True)
+    version: StrictInt | None = Field(default=None, exclude=True)
     created_at: str | None = Field(default=None, exclude=True)
     updated_at: str | None = Field(default=None, exclude=True)
-    ridge_point_flop_per_byte: dict[str, float] | None = Field(default=None, exclude=True)
+    ridge_point_flop_per_byte: dict[str, AnyFiniteFloat] | None = Field(default=None, exclude=True)
+
+    @field_validator("interconnect_gb_s")
+    @classmethod
+    def _no_vanishing_link(cls, value: float) -> float:
+        """Refuse a link so slow that transfer times overflow (0 means none: PCIe fallback)."""
+        if 0 < value < MIN_LINK_GB_S:
+            raise ValueError(f"must be 0 (no scale-up link) or at least {MIN_LINK_GB_S} GB/s")
+        return value
 
 
 class AcceleratorCreate(AcceleratorFields):

@@ -2,13 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import math
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from service.api.schemas.common import Dtype, Slug, SourceUrl
+from service.engine.errors import InvalidShapeError
+from service.engine.hf_import import shape_from_hf_config
 
-NonNegative = Field(default=0, ge=0)
+
+def count(low: int, high: int) -> Any:
+    """Return a strict (no booleans, no floats) integer constraint ``low <= n <= high``."""
+    return Field(strict=True, ge=low, le=high)
+
+
+# Upper bounds far above the reference catalog (largest: 126 layers, hidden 16,384, FFN 53,248,
+# 256 experts, vocabulary 262,208, context 163,840) yet low enough that the parameter count of
+# the largest accepted shape stays below 2**63 (the BIGINT column).
+MAX_LAYERS = 1_024
+MAX_WIDTH = 131_072
+MAX_HEADS = 4_096
+MAX_FFN_WIDTH = 1_048_576
+MAX_EXPERTS = 4_096
+MAX_VOCAB = 16_777_216
+MAX_CONTEXT_TOKENS = 1_073_741_824
+
+Layers = Annotated[int, count(1, MAX_LAYERS)]
+Width = Annotated[int, count(1, MAX_WIDTH)]
+Heads = Annotated[int, count(1, MAX_HEADS)]
+HeadDim = Annotated[int, count(1, MAX_HEADS)]
+FfnWidth = Annotated[int, count(0, MAX_FFN_WIDTH)]
+Vocab = Annotated[int, count(1, MAX_VOCAB)]
+OptionalLayers = Annotated[int, count(0, MAX_LAYERS)]
+OptionalExperts = Annotated[int, count(0, MAX_EXPERTS)]
+OptionalRank = Annotated[int, count(0, MAX_WIDTH)]
+OptionalHeadDim = Annotated[int, count(0, MAX_HEADS)]
+OptionalTokens = Annotated[int, count(0, MAX_CONTEXT_TOKENS)]
+StrictCount = Annotated[int, Field(strict=True, ge=0)]
+
+
+def finite_json(value: Any, field: str) -> Any:
+    """Return ``value`` unchanged; raise ValueError if it nests a NaN or infinite number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{field} must not contain NaN or infinite numbers")
+    if isinstance(value, dict):
+        for item in value.values():
+            finite_json(item, field)
+    if isinstance(value, list):
+        for item in value:
+            finite_json(item, field)
+    return value
 
 
 class ModelFields(BaseModel):
@@ -19,45 +64,51 @@ class ModelFields(BaseModel):
     name: str = Field(default="", max_length=200)
     family: str = Field(default="", max_length=100)
     hf_repo: str | None = Field(default=None, max_length=200)
-    num_layers: int
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
+    num_layers: Layers
+    hidden_size: Width
+    num_heads: Heads
+    num_kv_heads: Heads
+    head_dim: HeadDim
+    intermediate_size: FfnWidth
+    vocab_size: Vocab
     tie_word_embeddings: bool = False
     ffn_type: str = Field(default="glu", description="`glu` (gated, 3 matrices) or `mlp`.")
     attention_bias: bool = False
     output_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
-    num_experts: int = NonNegative
-    experts_per_token: int = NonNegative
-    num_shared_experts: int = NonNegative
-    moe_intermediate_size: int = NonNegative
-    shared_expert_intermediate_size: int = NonNegative
-    first_dense_layers: int = NonNegative
-    q_lora_rank: int = NonNegative
-    kv_lora_rank: int = NonNegative
-    qk_nope_head_dim: int = NonNegative
-    qk_rope_head_dim: int = NonNegative
-    v_head_dim: int = NonNegative
-    sliding_window_tokens: int = NonNegative
-    num_sliding_layers: int = NonNegative
-    max_context_tokens: int = NonNegative
+    num_experts: OptionalExperts = 0
+    experts_per_token: OptionalExperts = 0
+    num_shared_experts: OptionalExperts = 0
+    moe_intermediate_size: FfnWidth = 0
+    shared_expert_intermediate_size: FfnWidth = 0
+    first_dense_layers: OptionalLayers = 0
+    q_lora_rank: OptionalRank = 0
+    kv_lora_rank: OptionalRank = 0
+    qk_nope_head_dim: OptionalHeadDim = 0
+    qk_rope_head_dim: OptionalHeadDim = 0
+    v_head_dim: OptionalHeadDim = 0
+    sliding_window_tokens: OptionalTokens = 0
+    num_sliding_layers: OptionalLayers = 0
+    max_context_tokens: OptionalTokens = 0
     native_weights_dtype: Dtype = "bf16"
     vendor_stated_params: Any = None
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)
     field_sources: dict[str, list[str]] = Field(default_factory=dict)
     # Read-only fields, accepted (and ignored) so a GET body can be sent back on PUT.
-    total_params: int | None = Field(default=None, exclude=True)
-    active_params: int | None = Field(default=None, exclude=True)
+    total_params: StrictCount | None = Field(default=None, exclude=True)
+    active_params: StrictCount | None = Field(default=None, exclude=True)
     origin: str | None = Field(default=None, exclude=True)
-    version: int | None = Field(default=None, exclude=True)
+    version: StrictCount | None = Field(default=None, exclude=True)
     created_at: str | None = Field(default=None, exclude=True)
     updated_at: str | None = Field(default=None, exclude=True)
+
+    @field_validator("vendor_stated_params")
+    @classmethod
+    def _finite_stated_params(cls, value: Any) -> Any:
+        """Refuse NaN or infinity, which no JSON response can carry."""
+        return finite_json(value, "vendor_stated_params")
 
 
 class ModelCreate(ModelFields):
@@ -82,6 +133,24 @@ class ModelImport(BaseModel):
     name: str | None = Field(default=None, max_length=200)
     hf_repo: str | None = Field(default=None, max_length=200)
     sources: list[SourceUrl] | None = None
+
+    @field_validator("hf_config")
+    @classmethod
+    def _bounded_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse a readable config whose shape exceeds the bounds (the config is not stored)."""
+        try:
+            shape = shape_from_hf_config("import", value)
+        except (InvalidShapeError, TypeError, ValueError, OverflowError):
+            return value  # the catalog reports why the config cannot be read
+        fields = {f.name: getattr(shape, f.name) for f in dataclasses.fields(shape)}
+        bounded = {k: v for k, v in fields.items() if k in ModelFields.model_fields}
+        try:
+            ModelFields.model_validate(bounded)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = ".".join(str(part) for part in first["loc"])
+            raise ValueError(f"gives {name} = {first['input']!r}: {first['msg']}") from None
+        return value
 
 
 class Model(ModelFields):
