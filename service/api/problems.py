@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
@@ -146,8 +147,20 @@ async def _engine_error(_: Request, exc: Exception) -> JSONResponse:
     return validation_problem([{"field": field, "message": str(exc)}], detail=str(exc))
 
 
+async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
+    # Every pooled connection stayed busy past the pool timeout: an overload, not a bug.
+    return problem(
+        503,
+        "Service Unavailable",
+        "the database is busy; retry shortly",
+        "service-unavailable",
+        headers={"Retry-After": "1"},
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Register every exception-to-problem mapping on ``app``."""
+    app.add_exception_handler(PoolTimeoutError, _database_busy)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(NotFoundError, _not_found)

@@ -30,7 +30,9 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # Each worker serves many requests at once (thread pool); a calibration upload holds a
+    # connection only around its reads and its write, not during the fit.
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -171,6 +171,10 @@ def run_fit(
         raise FieldError("measurements", f"the fit rejected the measurements: {exc}") from exc
 
 
+# Concurrent uploads of one (accelerator, backend, name) may race for a version number.
+STORE_ATTEMPTS = 3
+
+
 class CalibrationService:
     """Create, read and list calibration profiles within one session."""
 
@@ -250,29 +254,35 @@ class CalibrationService:
             if replay is not None:
                 return replay
         accelerator, models = self.check(upload, limits)
+        # Nothing is written yet: end the read transaction so the pooled connection is free
+        # while the fit runs (fits queue on a small pool; holding connections starves it).
+        self.session.rollback()
         result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
-        try:
-            body = self._store(upload, result)
-            if idempotency_key is not None:
-                self.keys.add(
-                    IdempotencyKeyRow(
-                        owner=owner,
-                        endpoint=ENDPOINT,
-                        key=idempotency_key,
-                        request_hash=fingerprint,
-                        status_code=201,
-                        response=body,
+        for attempt in range(STORE_ATTEMPTS):
+            try:
+                body = self._store(upload, result)
+                if idempotency_key is not None:
+                    self.keys.add(
+                        IdempotencyKeyRow(
+                            owner=owner,
+                            endpoint=ENDPOINT,
+                            key=idempotency_key,
+                            request_hash=fingerprint,
+                            status_code=201,
+                            response=body,
+                        )
                     )
-                )
-        except IntegrityError:
-            self.session.rollback()
-            if idempotency_key is not None:
-                replay = self._replay(owner, idempotency_key, fingerprint)
-                if replay is not None:
-                    return replay
-            # a concurrent upload took this version number: store as the next one
-            body = self._store(upload, result)
-        return CreateOutcome(201, body)
+                return CreateOutcome(201, body)
+            except IntegrityError:
+                self.session.rollback()
+                if idempotency_key is not None:
+                    replay = self._replay(owner, idempotency_key, fingerprint)
+                    if replay is not None:
+                        return replay
+                if attempt == STORE_ATTEMPTS - 1:
+                    raise
+                # a concurrent upload took this version number: store as the next one
+        raise AssertionError("unreachable")
 
     def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
         meta = upload.metadata
