@@ -9,18 +9,21 @@ database, the engine, response building and JSON encoding. Targets: <= 20 ms p50
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
-import statistics
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
+from _timing import (
+    in_process_client,
+    load_average,
+    machine,
+    summary,
+    time_requests,
+    write_result,
+)
 
-from service.api.app import create_app
 from service.engine.roofline import _CRITICAL_CACHE
 from service.settings import Settings
 
@@ -101,66 +104,23 @@ CASES: list[tuple[str, str, dict[str, Any], dict[str, str]]] = [
 ]
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _load() -> str:
-    try:
-        return ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def _percentiles(times: list[float]) -> tuple[float, float]:
-    times = sorted(times)
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
-
-
 async def _time(
     client: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str], cold: bool
 ) -> tuple[list[float], list[float]]:
     """Return wall and CPU (this process) milliseconds per request."""
-    response = await client.post(path, json=body, headers=headers)
-    response.raise_for_status()
-    times, cpu = [], []
-    for _ in range(REPEATS):
-        if cold:
-            _CRITICAL_CACHE.clear()
-        start, start_cpu = time.perf_counter(), time.process_time()
-        response = await client.post(path, json=body, headers=headers)
-        times.append((time.perf_counter() - start) * 1e3)
-        cpu.append((time.process_time() - start_cpu) * 1e3)
-        response.raise_for_status()
-    return times, cpu
+    send = partial(client.post, path, json=body, headers=headers)
+    return await time_requests(send, REPEATS, before=_CRITICAL_CACHE.clear if cold else None)
 
 
 async def _run(data_dir: Path) -> list[str]:
     settings = Settings(data_dir=data_dir, log_level="WARNING", rate_limit_enabled=False)
-    app = create_app(settings)
     rows = []
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            for name, path, body, headers in CASES:
-                warm, warm_cpu = await _time(client, path, body, headers, cold=False)
-                cold, cold_cpu = await _time(client, path, body, headers, cold=True)
-                cells = " ".join(
-                    f"{c:>9.2f}"
-                    for c in (
-                        *_percentiles(warm),
-                        statistics.median(warm_cpu),
-                        *_percentiles(cold),
-                        statistics.median(cold_cpu),
-                    )
-                )
-                rows.append(f"{name:<38} {cells}")
+    async with in_process_client(settings) as client:
+        for name, path, body, headers in CASES:
+            warm = summary(*await _time(client, path, body, headers, cold=False))
+            cold = summary(*await _time(client, path, body, headers, cold=True))
+            cells = " ".join(f"{c:>9.2f}" for c in (*warm, *cold))
+            rows.append(f"{name:<38} {cells}")
     return rows
 
 
@@ -170,9 +130,8 @@ def main() -> None:
     lines = [
         "HTTP speed: POST /v1/estimates, /v1/intensity and /v1/estimates/batch in process",
         "(httpx AsyncClient + ASGITransport, seeded SQLite, logging at WARNING, no rate limit).",
-        f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
-        f" numpy {np.__version__}. {REPEATS} requests per column after one warm-up.",
-        f"Load average when done (other jobs share the machine): {_load()}.",
+        f"{machine()} {REPEATS} requests per column after one warm-up.",
+        f"Load average when done (other jobs share the machine): {load_average()}.",
         "Targets: <= 20 ms p50 for the 70b 1,024-point sweep; <= 50 ms p50 for batch 256.",
         "warm: engine's critical-batch memo filled (repeat request); cold: memo cleared each time.",
         "cpu: median CPU time of this process per request (less sensitive to other jobs' load).",
@@ -183,9 +142,7 @@ def main() -> None:
         f" {'cold p95':>9} {'cold cpu':>9}",
         *rows,
     ]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    RESULT.write_text(text)
+    write_result(RESULT, lines)
 
 
 if __name__ == "__main__":

@@ -9,18 +9,21 @@ none is skipped for having none. Target (issue 6): ≤ 100 ms p50 over HTTP on t
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
-import statistics
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
+from _timing import (
+    in_process_client,
+    load_average,
+    machine,
+    summary,
+    time_calls,
+    time_requests,
+    write_result,
+)
 
-from service.api.app import create_app
 from service.catalog_files import (
     accelerator_from_record,
     load_accelerator_records,
@@ -62,28 +65,6 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _load() -> str:
-    try:
-        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def _percentiles(times: list[float]) -> tuple[float, float]:
-    ordered = sorted(times)
-    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
-
-
 def _engine_times(body: dict[str, Any]) -> tuple[list[float], list[float], int, int]:
     """Time the search alone (engine ``plan``) on the same candidates, catalog from YAML."""
     accs = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
@@ -104,48 +85,19 @@ def _engine_times(body: dict[str, Any]) -> tuple[list[float], list[float], int, 
         requests_per_s=40.0,
     )
     result = plan(candidates, question)
-    times, cpu = [], []
-    for _ in range(REPEATS):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        plan(candidates, question)
-        times.append((time.perf_counter() - start) * 1e3)
-        cpu.append((time.process_time() - start_cpu) * 1e3)
+    times, cpu = time_calls(partial(plan, candidates, question), REPEATS)
     return times, cpu, result.candidates_evaluated, result.points_evaluated
 
 
-async def _http_times(
-    client: httpx.AsyncClient, body: dict[str, Any]
-) -> tuple[list[float], list[float]]:
-    (await client.post("/v1/plans", json=body)).raise_for_status()
-    times, cpu = [], []
-    for _ in range(REPEATS):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        response = await client.post("/v1/plans", json=body)
-        times.append((time.perf_counter() - start) * 1e3)
-        cpu.append((time.process_time() - start_cpu) * 1e3)
-        response.raise_for_status()
-    return times, cpu
-
-
 async def _run(data_dir: Path) -> list[str]:
-    app = create_app(Settings(data_dir=data_dir, log_level="WARNING"))
     rows = []
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            for name, body in CASES:
-                http_wall, http_cpu = await _http_times(client, body)
-                engine_wall, engine_cpu, evaluated, points = _engine_times(body)
-                cells = " ".join(
-                    f"{c:>9.1f}"
-                    for c in (
-                        *_percentiles(http_wall),
-                        statistics.median(http_cpu),
-                        *_percentiles(engine_wall),
-                        statistics.median(engine_cpu),
-                    )
-                )
-                rows.append(f"{name:<28} {evaluated:>5} {points:>6} {cells}")
+    async with in_process_client(Settings(data_dir=data_dir, log_level="WARNING")) as client:
+        for name, body in CASES:
+            send = partial(client.post, "/v1/plans", json=body)
+            http = summary(*await time_requests(send, REPEATS))
+            engine_wall, engine_cpu, evaluated, points = _engine_times(body)
+            cells = " ".join(f"{c:>9.1f}" for c in (*http, *summary(engine_wall, engine_cpu)))
+            rows.append(f"{name:<28} {evaluated:>5} {points:>6} {cells}")
     return rows
 
 
@@ -158,19 +110,16 @@ def main() -> None:
         "candidates, 64 concurrency levels each, chat workload (2048 in / 256 out, TTFT <= 1 s,",
         "TPOT <= 50 ms), 40 requests/s. 'eval' = candidates that reached the engine after the",
         "cheap checks (layout, dtype peak, memory); 'points' = concurrency levels estimated.",
-        f"Machine: nproc={os.cpu_count()}, CPU: {_cpu_model()}, Python {platform.python_version()},"
-        f" numpy {np.__version__}. {REPEATS} runs per column after one warm-up.",
+        f"{machine()} {REPEATS} runs per column after one warm-up.",
         "Target: <= 100 ms p50 over HTTP. 'cpu p50' is this process's CPU time per run, less",
         "sensitive than wall time to other processes sharing the 2 cores.",
-        f"Load average (1, 5, 15 min) when the run ended: {_load()}.",
+        f"Load average (1, 5, 15 min) when the run ended: {load_average()}.",
         "",
         f"{'case (ms)':<28} {'eval':>5} {'points':>6} {'http p50':>9} {'http p95':>9}"
         f" {'http cpu':>9} {'eng p50':>9} {'eng p95':>9} {'eng cpu':>9}",
         *rows,
     ]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    RESULT.write_text(text)
+    write_result(RESULT, lines)
 
 
 if __name__ == "__main__":
