@@ -3,37 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from live_server import ridgeline_command, running_server
 
 pytestmark = pytest.mark.slow
 
 STARTUP_LIMIT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ridgeline_command() -> list[str]:
-    script = Path(sys.executable).parent / "ridgeline"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("ridgeline")
-    return [found] if found else [sys.executable, "-m", "service.cli"]
 
 
 @pytest.fixture
@@ -50,41 +32,14 @@ def server_env(database_factory: Any, tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    process = subprocess.Popen(
-        [*ridgeline_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=server_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"server exited early:\n{(tmp_path / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("server did not become ready")
-            time.sleep(0.2)
-        yield base
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        log.close()
-    output = (tmp_path / "server.log").read_text()
+    log_path = tmp_path / "server.log"
+    with running_server(
+        server_env, log_path, "--host", "127.0.0.1", start_timeout_s=STARTUP_LIMIT_S
+    ) as running:
+        yield running.base_url
+    output = log_path.read_text()
     # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status reports it.
-    assert process.returncode in (0, -signal.SIGTERM), output
+    assert running.process.returncode in (0, -signal.SIGTERM), output
     assert "Application shutdown complete" in output
 
 

@@ -9,16 +9,12 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from live_server import running_server
 
 pytestmark = pytest.mark.slow
 
@@ -53,23 +49,10 @@ from selenium.webdriver.support.select import Select  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ridgeline_command() -> list[str]:
-    script = Path(sys.executable).with_name("ridgeline")
-    return [str(script)] if script.exists() else ["ridgeline"]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start ``ridgeline serve`` on a free port with a fresh SQLite database."""
     data_dir = tmp_path_factory.mktemp("server")
-    port = free_port()
     env = {
         **os.environ,
         "RIDGELINE_DATA_DIR": str(data_dir),
@@ -77,35 +60,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "RIDGELINE_LOG_LEVEL": "WARNING",
     }
     env.pop("DATABASE_URL", None)
-    log = (data_dir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [*ridgeline_command(), "serve", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"server exited: {(data_dir / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server did not start: {(data_dir / 'server.log').read_text()}")
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with running_server(
+        env,
+        data_dir / "server.log",
+        ready_path="/healthz",
+        start_timeout_s=START_TIMEOUT_S,
+        stop_timeout_s=10,
+    ) as running:
+        yield running.base_url
 
 
 @pytest.fixture

@@ -4,34 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from live_server import running_server
 from typer.testing import Result
 
 from service.settings import Settings
 
 Invoke = Callable[..., Result]
-RIDGELINE = Path(sys.executable).with_name("ridgeline")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 def server_url(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """A ``ridgeline serve`` process on the test database; its URL once /readyz answers."""
-    port = free_port()
     env = {
         **os.environ,
         "RIDGELINE_DATABASE_URL": settings.database_url,
@@ -39,28 +27,10 @@ def server_url(settings: Settings, tmp_path: Path) -> Iterator[str]:
         "RIDGELINE_LOG_LEVEL": "WARNING",
         "RIDGELINE_API_KEY_PEPPER": settings.api_key_pepper,
     }
-    log = (tmp_path / "server.log").open("w")
-    process = subprocess.Popen(
-        [str(RIDGELINE), "serve", "--port", str(port)], env=env, stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            if process.poll() is not None:
-                pytest.fail(f"server exited: {(tmp_path / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        else:
-            pytest.fail("server did not become ready")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
+    with running_server(
+        env, tmp_path / "server.log", start_timeout_s=30, stop_timeout_s=10
+    ) as running:
+        yield running.base_url
 
 
 @pytest.mark.slow

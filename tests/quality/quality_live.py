@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+from live_server import ServerProcess, free_port, launch
 
 from service.db.session import make_engine, make_session_factory, session_scope
 from service.services.auth import create_key
 
 STARTUP_LIMIT_S = 90
 PEPPER = "quality-test-pepper"
-
-
-def free_port() -> int:
-    """Return a TCP port that is free on loopback right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ridgeline_command() -> list[str]:
-    """Return the argv prefix that runs the ``ridgeline`` CLI of this virtualenv."""
-    script = Path(sys.executable).parent / "ridgeline"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("ridgeline")
-    return [found] if found else [sys.executable, "-m", "service.cli"]
 
 
 @dataclass
@@ -48,7 +26,7 @@ class LiveServer:
     workers: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
+    running: ServerProcess | None = None
     starts: int = 0
 
     @property
@@ -71,62 +49,42 @@ class LiveServer:
         env.update(self.extra_env)
         return env
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.running.process if self.running else None
+
     def start(self) -> None:
         """Launch the process and wait until /readyz answers 200."""
         self.starts += 1
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                *ridgeline_command(),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-            ],
-            env=self.env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self.running = launch(
+            self.env(),
+            self.log_path,
+            "--host",
+            "127.0.0.1",
+            "--workers",
+            str(self.workers),
+            port=self.port,
+            new_session=True,
         )
-        log.close()
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"server did not become ready:\n{self.log()}")
-            time.sleep(0.2)
+        try:
+            self.running.wait_ready(STARTUP_LIMIT_S, probe_s=2)
+        except RuntimeError:
+            self.kill()
+            raise
 
     def log(self) -> str:
         """Return what the current process has written so far."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.running.log() if self.running else ""
 
     def terminate(self, timeout_s: float = 30) -> int:
         """Send SIGTERM and wait for a graceful exit; return the exit status."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.wait()
+        assert self.running is not None
+        return self.running.stop(timeout_s)
 
     def kill(self) -> None:
         """SIGKILL the whole process group (master and workers) at once."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        assert self.running is not None
+        self.running.kill()
 
     def create_key(self, *scopes: str) -> str:
         """Store an API key in the server's database and return it."""
