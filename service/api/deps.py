@@ -43,14 +43,15 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 ApiKeyHeader = Annotated[str | None, Header(alias="X-API-Key", include_in_schema=False)]
 
 
-def require_write(session: SessionDep, settings: SettingsDep, api_key: ApiKeyHeader = None) -> None:
-    """Require a valid key with the ``write`` scope."""
-    authorise(session, settings.api_key_pepper, api_key, "write")
-
-
-def _authorise_read(request: Request, settings: Settings, api_key: str | None) -> None:
+def _authorise(request: Request, settings: Settings, api_key: str | None, scope: str) -> None:
+    # Own short session: the request's session stays untouched until its writes begin.
     with session_scope(request.app.state.session_factory) as session:
-        authorise(session, settings.api_key_pepper, api_key, "read")
+        authorise(session, settings.api_key_pepper, api_key, scope)
+
+
+def require_write(request: Request, settings: SettingsDep, api_key: ApiKeyHeader = None) -> None:
+    """Require a valid key with the ``write`` scope."""
+    _authorise(request, settings, api_key, "write")
 
 
 async def require_read(
@@ -58,7 +59,7 @@ async def require_read(
 ) -> None:
     """Require a key with the ``read`` scope when the operator configured reads as protected."""
     if settings.require_key_for_reads:
-        await run_in_threadpool(_authorise_read, request, settings, api_key)
+        await run_in_threadpool(_authorise, request, settings, api_key, "read")
 
 
 def get_catalog(session: SessionDep) -> CatalogService:

@@ -11,14 +11,32 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
+# Execution option asking SQLite for the write lock when the transaction begins (see below).
+WRITE_TRANSACTION = "ridgeline_write_transaction"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy, not the driver, emit BEGIN (SQLAlchemy's documented pysqlite recipe).
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    # A deferred transaction that reads and then writes fails at once with "database is locked"
+    # when another process committed in between (the busy timeout cannot help); write
+    # transactions therefore take the write lock up front and wait for it instead.
+    immediate = connection.get_execution_options().get(WRITE_TRANSACTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def begin_write(session: Session) -> None:
+    """Start ``session``'s transaction as a write transaction, unless one has already begun."""
+    if not session.in_transaction():
+        session.connection(execution_options={WRITE_TRANSACTION: True})
 
 
 def make_engine(url: str) -> Engine:
@@ -29,6 +47,7 @@ def make_engine(url: str) -> Engine:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     # Each worker serves many requests at once (thread pool); a calibration upload holds a
     # connection only around its reads and its write, not during the fit.

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
 from service.db.models import CalibrationProfileRow, IdempotencyKeyRow, utcnow
+from service.db.session import begin_write
 from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import (
     COVERAGE,
@@ -254,11 +255,16 @@ class CalibrationService:
             if replay is not None:
                 return replay
         accelerator, models = self.check(upload, limits)
-        # Nothing is written yet: end the read transaction so the pooled connection is free
-        # while the fit runs (fits queue on a small pool; holding connections starves it).
+        # Nothing is written yet: end the read transaction so neither a pooled connection nor
+        # SQLite's write lock is held while the fit runs (fits queue on a small pool).
         self.session.rollback()
         result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
         for attempt in range(STORE_ATTEMPTS):
+            begin_write(self.session)
+            if attempt and idempotency_key is not None:
+                replay = self._replay(owner, idempotency_key, fingerprint)
+                if replay is not None:
+                    return replay
             try:
                 body = self._store(upload, result)
                 if idempotency_key is not None:
@@ -274,14 +280,10 @@ class CalibrationService:
                     )
                 return CreateOutcome(201, body)
             except IntegrityError:
+                # a concurrent upload took this key (replayed next) or this version number
                 self.session.rollback()
-                if idempotency_key is not None:
-                    replay = self._replay(owner, idempotency_key, fingerprint)
-                    if replay is not None:
-                        return replay
                 if attempt == STORE_ATTEMPTS - 1:
                     raise
-                # a concurrent upload took this version number: store as the next one
         raise AssertionError("unreachable")
 
     def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:

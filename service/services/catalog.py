@@ -32,6 +32,7 @@ from service.db.models import (
     ModelRow,
     utcnow,
 )
+from service.db.session import begin_write
 from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.param_count import count_parameters
@@ -163,6 +164,7 @@ class _Collection(Generic[RowT]):
             )
 
     def create(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        begin_write(self.session)
         row_id = str(data["id"])
         if self.repo.get(row_id) is not None:
             raise ConflictError(self.kind, row_id)
@@ -177,6 +179,7 @@ class _Collection(Generic[RowT]):
         return self.to_dict(row)
 
     def replace(self, row_id: str, data: Mapping[str, Any], if_match: str | None) -> dict[str, Any]:
+        begin_write(self.session)
         row = self.load(row_id)
         self.check(row, if_match)
         self.apply(row, data)
@@ -187,6 +190,7 @@ class _Collection(Generic[RowT]):
         return self.to_dict(row)
 
     def delete(self, row_id: str, if_match: str | None) -> None:
+        begin_write(self.session)
         row = self.load(row_id)
         self.check(row, if_match)
         # A row seeded once (even if edited since) gets a tombstone so seeding won't restore it.
@@ -240,6 +244,10 @@ class CatalogService:
     def get_accelerator(self, accelerator_id: str) -> dict[str, Any]:
         """Return one accelerator's representation; NotFoundError if absent."""
         return accelerator_to_dict(self._accelerators.load(accelerator_id))
+
+    def begin_write(self) -> None:
+        """Make this request's transaction a write before a read-modify-write (merge patch)."""
+        begin_write(self.session)
 
     def create_accelerator(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Insert a user accelerator; ConflictError if the id exists."""

@@ -86,6 +86,7 @@ def patch_accelerator(
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale)."""
+    catalog.begin_write()
     current = catalog.get_accelerator(accelerator_id)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(accelerator_id, patch.get("id"))

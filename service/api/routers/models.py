@@ -90,6 +90,7 @@ def patch_model(
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch a model (RFC 7396; 412 if If-Match is stale)."""
+    catalog.begin_write()
     current = catalog.get_model(model_id)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(model_id, patch.get("id"))
