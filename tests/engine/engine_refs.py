@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
@@ -30,23 +33,14 @@ def make_h100() -> Accelerator:
 
 
 def make_h200() -> Accelerator:
-    """H200 SXM 141GB: accelerators.md §1 and §2 rows 'NVIDIA H200 SXM 141GB'."""
-    return Accelerator(
+    """H200 SXM 141GB: accelerators.md §1 and §2 rows 'NVIDIA H200 SXM 141GB' (H100 compute)."""
+    return replace(
+        make_h100(),
         id="h200-sxm",
-        vendor="NVIDIA",
         name="H200 SXM 141GB",
         memory_gb=141.0,
         memory_bandwidth_gb_s=4800.0,
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.5,
-            "fp16": 989.5,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
-        interconnect_gb_s=450.0,
-        tdp_w=700.0,
+        price_usd_per_hour=None,
         memory_type="HBM3e",
     )
 
@@ -82,15 +76,13 @@ def llama_31_8b() -> ModelShape:
 
 def llama_31_70b() -> ModelShape:
     """models.md §1 row 'Llama-3.1-70B'."""
-    return ModelShape(
+    return replace(
+        llama_31_8b(),
         id="llama-3.1-70b",
         num_layers=80,
         hidden_size=8192,
         num_heads=64,
-        num_kv_heads=8,
-        head_dim=128,
         intermediate_size=28672,
-        vocab_size=128256,
     )
 
 
@@ -170,3 +162,31 @@ def mixtral_8x7b() -> ModelShape:
         experts_per_token=2,
         moe_intermediate_size=14336,
     )
+
+
+# Calibration tests: benchmark files, spec-sheet H100 SXM and A100 SXM4 80GB
+# (accelerators.md §1–2, dense peaks) and shapes from models.md §1.
+BENCHMARK_DATA = Path(__file__).parents[1] / "data" / "benchmarks"
+CALIBRATION_H100 = Accelerator(
+    id="h100-sxm",
+    vendor="NVIDIA",
+    name="H100 SXM5 80GB",
+    memory_gb=80.0,
+    memory_bandwidth_gb_s=3350.0,
+    peak_tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
+    interconnect_gb_s=450.0,
+)
+CALIBRATION_A100 = Accelerator(
+    id="a100-sxm-80gb",
+    vendor="NVIDIA",
+    name="A100 SXM4 80GB",
+    memory_gb=80.0,
+    memory_bandwidth_gb_s=2039.0,
+    peak_tflops={"bf16": 312.0, "fp16": 312.0},
+    interconnect_gb_s=300.0,
+)
+CALIBRATION_MODELS = {
+    "llama-3-8b": ModelShape("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
+    "llama-2-70b": ModelShape("llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000),
+    "qwen3-32b": ModelShape("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, qk_norm=True),
+}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_refs import BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_MODELS
 
 from service.engine.calibration.end_to_end import precision_of, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
@@ -16,27 +16,9 @@ from service.engine.calibration.measurements import ServingMeasurement, StaticMe
 from service.engine.calibration.parsers import parse_csv
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
-from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
-from service.engine.shapes import ModelShape
 
-DATA = Path(__file__).parents[1] / "data" / "benchmarks"
-
-H100 = Accelerator(
-    id="h100-sxm",
-    vendor="NVIDIA",
-    name="H100 SXM5 80GB",
-    memory_gb=80.0,
-    memory_bandwidth_gb_s=3350.0,
-    peak_tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-    interconnect_gb_s=450.0,
-)
-# Shapes from reference/models.md §1.
-MODELS = {
-    "llama-3-8b": ModelShape("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
-    "llama-2-70b": ModelShape("llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000),
-    "qwen3-32b": ModelShape("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, qk_norm=True),
-}
+DATA, H100, MODELS = BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_MODELS
 TRUE = {"layer_overhead_us": 30.0, "step_overhead_us": 500.0, "sequence_overhead_us": 40.0}
 
 

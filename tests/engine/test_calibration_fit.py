@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_refs import BENCHMARK_DATA, CALIBRATION_A100, CALIBRATION_H100
 
 from service.engine.calibration.fit import fit
 from service.engine.calibration.kernel_models import KernelBatch
@@ -19,29 +19,8 @@ from service.engine.calibration.measurements import (
 from service.engine.calibration.parsers import parse_csv
 from service.engine.calibration.quality import error_stats
 from service.engine.efficiency import DEFAULT_EFFICIENCY
-from service.engine.hardware import Accelerator
 
-DATA = Path(__file__).parents[1] / "data" / "benchmarks"
-
-# Spec-sheet figures of H100 SXM (reference/accelerators.md §1–2).
-H100 = Accelerator(
-    id="h100-sxm",
-    vendor="NVIDIA",
-    name="H100 SXM5 80GB",
-    memory_gb=80.0,
-    memory_bandwidth_gb_s=3350.0,
-    peak_tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-    interconnect_gb_s=450.0,
-)
-A100 = Accelerator(
-    id="a100-sxm-80gb",
-    vendor="NVIDIA",
-    name="A100 SXM4 80GB",
-    memory_gb=80.0,
-    memory_bandwidth_gb_s=2039.0,
-    peak_tflops={"bf16": 312.0, "fp16": 312.0},
-    interconnect_gb_s=300.0,
-)
+DATA, H100, A100 = BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_A100
 
 TRUE = {
     "gemm_compute_efficiency_bf16": 0.72,

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from engine_refs import CALIBRATION_H100, CALIBRATION_MODELS
 
 from service.engine.calibration import response
 from service.engine.calibration.end_to_end import (
@@ -21,25 +22,10 @@ from service.engine.calibration.quality import group_splits, merged_group_splits
 from service.engine.calibration.run_predictor import RunPredictor
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
-from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
-from service.engine.shapes import ModelShape
 
-# Spec-sheet figures of H100 SXM (reference/accelerators.md §1–2).
-H100 = Accelerator(
-    id="h100-sxm",
-    vendor="NVIDIA",
-    name="H100 SXM5 80GB",
-    memory_gb=80.0,
-    memory_bandwidth_gb_s=3350.0,
-    peak_tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-    interconnect_gb_s=450.0,
-)
-# Shapes from reference/models.md §1.
-MODELS = {
-    "llama-3-8b": ModelShape("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
-    "qwen3-32b": ModelShape("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, qk_norm=True),
-}
+H100 = CALIBRATION_H100
+MODELS = {name: CALIBRATION_MODELS[name] for name in ("llama-3-8b", "qwen3-32b")}
 TRUE = {
     "layer_overhead_us": 20.0,
     "step_overhead_us": 400.0,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
+from engine_refs import BENCHMARK_DATA
 
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
@@ -22,7 +22,7 @@ from service.engine.calibration.parsers import (
     parse_vllm_bench_json,
 )
 
-DATA = Path(__file__).parents[1] / "data" / "benchmarks"
+DATA = BENCHMARK_DATA
 
 
 def _read(name: str) -> str:

@@ -5,27 +5,17 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from engine_refs import make_h100
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.engine.estimate import estimate
-from service.engine.hardware import Accelerator
 from service.engine.memory import weight_bytes_per_gpu
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
 
-H100 = Accelerator(  # accelerators.md rows "NVIDIA H100 SXM5 80GB"
-    id="h100-sxm",
-    vendor="NVIDIA",
-    name="H100 SXM5 80GB",
-    memory_gb=80.0,
-    memory_bandwidth_gb_s=3350.0,
-    peak_tflops={"bf16": 989.5, "fp8": 1979.0},
-    interconnect_gb_s=450.0,
-    tdp_w=700.0,
-    memory_type="HBM3",
-)
+H100 = make_h100()
 
 
 @st.composite
