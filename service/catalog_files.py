@@ -32,6 +32,7 @@ _ACCELERATOR_VALUE_FIELDS = (
     "memory_type",
     "memory_bandwidth_gb_s",
     "peak_tflops",
+    "measured_matmul_tflops",
     "interconnect_gb_s",
     "tdp_w",
     "price_usd_per_hour",
@@ -139,6 +140,7 @@ def _validate_accelerator(path: Path, record: dict[str, object]) -> None:
             raise CatalogFileError(path, f"peak_tflops has unknown dtype {dtype!r}")
         if not _is_number(tflops) or float(tflops) <= 0:
             raise CatalogFileError(path, f"peak_tflops.{dtype} must be a positive number")
+    _validate_measured(path, record.get("measured_matmul_tflops"), peaks)
     price = record.get("price")
     if record["price_usd_per_hour"] is not None:
         if not isinstance(price, dict) or any(k not in price for k in _PRICE_KEYS):
@@ -155,6 +157,26 @@ def _validate_accelerator(path: Path, record: dict[str, object]) -> None:
         name for name in _ACCELERATOR_VALUE_FIELDS if name in record and record[name] is not None
     ]
     _check_sources(path, record, value_fields)
+
+
+def _validate_measured(path: Path, measured: object, peaks: Mapping[str, object]) -> None:
+    """Check measured matmul TFLOP/s: known dtypes, each positive and at most that dtype's peak."""
+    if measured is None:
+        return
+    if not isinstance(measured, dict) or not measured:
+        raise CatalogFileError(path, "measured_matmul_tflops must be a mapping of dtype -> TFLOP/s")
+    for dtype, tflops in measured.items():
+        if dtype not in DTYPES:
+            raise CatalogFileError(path, f"measured_matmul_tflops has unknown dtype {dtype!r}")
+        peak = peaks.get(dtype)
+        if peak is None:
+            raise CatalogFileError(
+                path, f"measured_matmul_tflops.{dtype} has no peak_tflops.{dtype}"
+            )
+        if not _is_number(tflops) or not 0 < float(tflops) <= float(peak):  # type: ignore[arg-type]
+            raise CatalogFileError(
+                path, f"measured_matmul_tflops.{dtype} must be > 0 and <= its peak ({peak})"
+            )
 
 
 def _validate_model(path: Path, record: dict[str, object]) -> None:
@@ -221,6 +243,8 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
     tdp = record.get("tdp_w")
     price = record.get("price_usd_per_hour")
     extra_keys = ("price", "confidence", "notes", "sources", "field_sources")
+    measured = record.get("measured_matmul_tflops") or {}
+    assert isinstance(measured, Mapping)
     return Accelerator(
         id=str(record["id"]),
         vendor=str(record["vendor"]),
@@ -233,6 +257,7 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
         price_usd_per_hour=None if price is None else _as_float(price),
         memory_type=str(record.get("memory_type", "")),
         extra={k: record[k] for k in extra_keys if k in record},
+        measured_matmul_tflops={str(k): _as_float(v) for k, v in measured.items()},
     )
 
 

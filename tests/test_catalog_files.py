@@ -164,6 +164,13 @@ def _edit(path: Path, **changes: object) -> None:
         ({"sources": {"S1": "https://example.invalid"}}, "price.source"),
         ({"price": None}, "a price needs"),
         ({"confidence": "X"}, "confidence"),
+        ({"measured_matmul_tflops": {"bf17": 10}}, "measured_matmul_tflops has unknown dtype"),
+        ({"measured_matmul_tflops": {"fp4": 10}}, "has no peak_tflops.fp4"),
+        ({"measured_matmul_tflops": {"bf16": 0}}, "measured_matmul_tflops.bf16 must be > 0"),
+        ({"measured_matmul_tflops": {"bf16": 989.5}}, "measured_matmul_tflops.bf16 must be > 0"),
+        ({"measured_matmul_tflops": {"fp8": "1402"}}, "measured_matmul_tflops.fp8 must be > 0"),
+        ({"measured_matmul_tflops": []}, "measured_matmul_tflops must be a mapping"),
+        ({"field_sources": {"measured_matmul_tflops": ["S3"]}}, "no entry for memory_gb"),
     ],
 )
 def test_accelerator_validation_errors(
@@ -202,3 +209,39 @@ def test_invalid_yaml_reports_path(tmp_path: Path) -> None:
     path.write_text("id: [unclosed\n")
     with pytest.raises(CatalogFileError, match="invalid YAML"):
         load_model_records(root)
+
+
+def test_measured_matmul_needs_its_source(tmp_path: Path) -> None:
+    root = _copy_catalog(tmp_path)
+    path = root / "accelerators" / "h100-sxm.yaml"
+    data = yaml.safe_load(path.read_text())
+    del data["field_sources"]["measured_matmul_tflops"]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(CatalogFileError, match="no entry for measured_matmul_tflops"):
+        load_accelerator_records(root)
+
+
+def test_measured_matmul_from_mamf_table(accelerators: dict[str, dict[str, object]]) -> None:
+    # accelerators.md §3a (S3): MAMF bf16 / fp8 TFLOP/s; "-" rows are absent.
+    expected = {
+        "mi300x": {"bf16": 668.4},
+        "mi325x": {"bf16": 784.9},
+        "a100-sxm-80gb": {"bf16": 271.2},
+        "a100-pcie-80gb": {"bf16": 252.9},
+        "gh200": {"bf16": 828.6, "fp8": 1535.0},
+        "h100-sxm": {"bf16": 794.5, "fp8": 1402.6},
+        "h200-sxm": {"bf16": 794.5, "fp8": 1453.4},
+        "b200": {"bf16": 1745.0, "fp8": 3432.5},
+        "gb200": {"bf16": 1822.0, "fp8": 3615.6},
+        "gaudi2": {"bf16": 418.7, "fp8": 826.5},
+        "gaudi3": {"bf16": 1243.0, "fp8": 1289.5},
+    }
+    for accelerator_id, measured in expected.items():
+        record = accelerators[accelerator_id]
+        assert accelerator_from_record(record).measured_matmul_tflops == measured
+        field_sources = record["field_sources"]
+        assert isinstance(field_sources, dict)
+        assert field_sources["measured_matmul_tflops"] == ["S3"]
+        assert "S3" in str(record["notes"]) and "torch" in str(record["notes"])
+    assert "H200 is the same" in str(accelerators["h200-sxm"]["notes"])
+    assert accelerator_from_record(accelerators["l4"]).measured_matmul_tflops == {}

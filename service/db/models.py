@@ -61,6 +61,8 @@ class AcceleratorRow(CatalogRowMixin, Base):
     price_usd_per_hour: Mapped[float | None] = mapped_column(Float, default=None)
     price: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     confidence: Mapped[str | None] = mapped_column(String(20), default=None)
+    # Measured maximum achievable matmul TFLOP/s per dtype (MAMF); None when not measured.
+    measured_matmul_tflops: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
 
 
 class ModelRow(CatalogRowMixin, Base):

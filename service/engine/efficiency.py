@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from service.engine.hardware import Accelerator
+
 # Compute dtypes that run on the low-precision (8-bit and narrower) tensor-core path; KV caches
 # in these dtypes are read by the 8-bit attention kernels.
 LOW_PRECISION_COMPUTE = frozenset({"fp8", "int8", "fp4", "int4"})
@@ -183,3 +185,54 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
 DEFAULT_EFFICIENCY = EfficiencyParams()
 
 PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
+
+
+def _compute_name(group: str) -> str:
+    return f"gemm_compute_efficiency_{group}"
+
+
+def _clip(name: str, value: float) -> float:
+    low, high = PARAMETER_BOUNDS[name]
+    return min(max(value, low), high)
+
+
+def spec_sheet_efficiency(
+    accelerator: Accelerator, base: EfficiencyParams = DEFAULT_EFFICIENCY
+) -> EfficiencyParams:
+    """Return ``base`` with GEMM compute efficiency set to measured MAMF / peak where measured.
+
+    MAMF (maximum achievable matmul FLOP/s, accelerators.md §3a) is the best large dense GEMM
+    rate found on that accelerator, i.e. exactly what ``gemm_compute_efficiency_<dtype>`` means
+    as a fraction of peak; dtype groups without a measurement keep ``base``.
+    """
+    changes: dict[str, float] = {}
+    for group in DTYPE_GROUPS:
+        fraction = accelerator.measured_matmul_fraction(group)
+        if fraction is not None:
+            name = _compute_name(group)
+            changes[name] = _clip(name, fraction)
+    return base.replace(**changes) if changes else base
+
+
+def uses_measured_matmul(accelerator: Accelerator) -> bool:
+    """Return whether any dtype group's compute prior comes from a MAMF measurement."""
+    return any(accelerator.measured_matmul_fraction(g) is not None for g in DTYPE_GROUPS)
+
+
+def transfer_efficiency(
+    params: EfficiencyParams, source: Accelerator, target: Accelerator
+) -> EfficiencyParams:
+    """Move parameters fitted on ``source`` to ``target``: scale GEMM compute efficiencies.
+
+    Per dtype group measured on both accelerators, the fitted efficiency is multiplied by
+    target MAMF fraction / source MAMF fraction and clipped to its bounds; others are kept.
+    """
+    changes: dict[str, float] = {}
+    for group in DTYPE_GROUPS:
+        source_fraction = source.measured_matmul_fraction(group)
+        target_fraction = target.measured_matmul_fraction(group)
+        if source_fraction is None or target_fraction is None or not source_fraction > 0:
+            continue
+        name = _compute_name(group)
+        changes[name] = _clip(name, getattr(params, name) * target_fraction / source_fraction)
+    return params.replace(**changes) if changes else params

@@ -36,6 +36,8 @@ class Accelerator:
     price_usd_per_hour: float | None = None
     memory_type: str = ""
     extra: Mapping[str, object] = field(default_factory=dict)
+    # Measured max achievable matmul TFLOP/s per dtype (MAMF, accelerators.md §3a); may be empty.
+    measured_matmul_tflops: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def memory_bytes(self) -> float:
@@ -48,6 +50,14 @@ class Accelerator:
     def peak_flops_s(self, dtype: str) -> float:
         """Dense peak FLOP/s for a compute dtype; raises KeyError when unsupported."""
         return self.peak_tflops[dtype] * 1e12
+
+    def measured_matmul_fraction(self, dtype: str) -> float | None:
+        """Return measured best-GEMM TFLOP/s over dense peak for a dtype, or None if unmeasured."""
+        measured = self.measured_matmul_tflops.get(dtype)
+        peak = self.peak_tflops.get(dtype)
+        if measured is None or peak is None or not peak > 0:
+            return None
+        return measured / peak
 
     def ridge_point_flop_per_byte(self, dtype: str) -> float:
         """Peak FLOP/s over HBM bandwidth: the intensity above which a kernel is compute-bound."""

@@ -58,6 +58,7 @@ ACCELERATOR_FIELDS = (
     "memory_type",
     "memory_bandwidth_gb_s",
     "peak_tflops",
+    "measured_matmul_tflops",
     "interconnect_gb_s",
     "tdp_w",
     "price_usd_per_hour",

@@ -1,11 +1,14 @@
 """Resolve a request's ``calibration`` value into the efficiency parameters the engine uses.
 
-``"none"`` is the spec-sheet roofline with the default efficiency priors. ``"auto"`` picks the
-newest stored profile for the accelerator and backend: one with exactly that backend, else one
-stored without a backend; a request without a backend takes the newest of any backend; no
-profile means the priors. Any other value is a profile id; a profile fitted on another
-accelerator has its efficiencies transferred onto this accelerator's spec sheet (the fractions
-apply to the new peaks and bandwidths), and the answer says so in ``transferred_from``.
+``"none"`` is the spec-sheet roofline with the efficiency priors, whose GEMM compute efficiency
+is the accelerator's measured matmul fraction (MAMF / peak) where the catalog has one.
+``"auto"`` picks the newest stored profile for the accelerator and backend: one with exactly
+that backend, else one stored without a backend; a request without a backend takes the newest
+of any backend; no profile means the priors. Any other value is a profile id; a profile fitted
+on another accelerator has its efficiencies transferred onto this accelerator's spec sheet (the
+fractions apply to the new peaks and bandwidths, GEMM compute efficiencies scaled by the ratio
+of measured matmul fractions when both are known), and the answer says so in
+``transferred_from``.
 """
 
 from __future__ import annotations
@@ -21,15 +24,26 @@ from sqlalchemy import ColumnElement, Engine, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository
-from service.db.models import CalibrationProfileRow
+from service.db.models import AcceleratorRow, CalibrationProfileRow
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
-from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    EfficiencyParams,
+    spec_sheet_efficiency,
+    transfer_efficiency,
+    uses_measured_matmul,
+)
 from service.engine.estimate import EstimateResult
+from service.engine.hardware import Accelerator
 from service.services.errors import NotFoundError
+from service.services.representation import accelerator_from_row
 
 AUTO = "auto"
 NONE = "none"
+# Which compute-efficiency prior shaped an answer (``efficiency_prior``; None: a profile's own).
+PRIOR_MEASURED = "measured_matmul"
+PRIOR_DEFAULT = "default"
 INTERVAL_FIELDS = ("ttft_ms_p10", "ttft_ms_p90", "tpot_ms_p10", "tpot_ms_p90")
 
 
@@ -40,15 +54,35 @@ class ResolvedEfficiency:
     ``calibration`` is None when the answer uses the uncalibrated priors. ``profile`` is the
     stored fit (``CalibrationResult.to_dict()``) whose held-out residuals give the intervals,
     and ``transferred`` says it is applied to another accelerator than it was fitted on.
+    ``efficiency_prior`` is ``"measured_matmul"`` when a MAMF measurement set (or, on transfer,
+    scaled) the GEMM compute efficiency, ``"default"`` for the H100-derived priors, and None
+    when a profile's fitted values are used as they are.
     """
 
     params: EfficiencyParams
     calibration: dict[str, Any] | None
     profile: Mapping[str, Any] | None = None
     transferred: bool = False
+    efficiency_prior: str | None = PRIOR_DEFAULT
 
 
 UNCALIBRATED = ResolvedEfficiency(params=DEFAULT_EFFICIENCY, calibration=None)
+
+
+def uncalibrated(accelerator: Accelerator | None) -> ResolvedEfficiency:
+    """Return the priors for an accelerator: its measured matmul fractions where known."""
+    if accelerator is None or not uses_measured_matmul(accelerator):
+        return UNCALIBRATED
+    return ResolvedEfficiency(
+        params=spec_sheet_efficiency(accelerator),
+        calibration=None,
+        efficiency_prior=PRIOR_MEASURED,
+    )
+
+
+def _accelerator(session: Session, accelerator_id: str) -> Accelerator | None:
+    row = session.get(AcceleratorRow, accelerator_id)
+    return None if row is None else accelerator_from_row(row)
 
 
 def _find(
@@ -65,21 +99,37 @@ def _find(
 
 
 def resolve_efficiency(
-    session: Session, accelerator_id: str, backend: str | None, calibration: str
+    session: Session,
+    accelerator_id: str,
+    backend: str | None,
+    calibration: str,
+    *,
+    accelerator: Accelerator | None = None,
 ) -> ResolvedEfficiency:
-    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id."""
+    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id.
+
+    ``accelerator`` is the target's catalog entry; without it, it is read from the database.
+    """
+    target = accelerator if accelerator is not None else _accelerator(session, accelerator_id)
     if calibration == NONE:
-        return UNCALIBRATED
+        return uncalibrated(target)
     row = _find(CalibrationRepository(session), accelerator_id, backend, calibration)
     if row is None:
-        return UNCALIBRATED
+        return uncalibrated(target)
     result = CalibrationResult.from_dict(row.result)
     transferred_from = row.accelerator if row.accelerator != accelerator_id else None
+    params, prior = result.efficiency, None
+    if transferred_from is not None and target is not None:
+        source = _accelerator(session, transferred_from)
+        if source is not None:
+            moved = transfer_efficiency(params, source, target)
+            params, prior = moved, (PRIOR_MEASURED if moved != params else None)
     return ResolvedEfficiency(
-        params=result.efficiency,
+        params=params,
         calibration={"id": row.id, "name": row.name, "transferred_from": transferred_from},
         profile=row.result,
         transferred=transferred_from is not None,
+        efficiency_prior=prior,
     )
 
 

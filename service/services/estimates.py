@@ -35,11 +35,11 @@ from service.services.catalog import (
 from service.services.efficiency_lookup import (
     AUTO,
     NONE,
-    UNCALIBRATED,
     ResolvedEfficiency,
     interval_columns,
     profile_cache,
     profile_id_column,
+    uncalibrated,
 )
 from service.services.errors import NotFoundError, ServiceError
 
@@ -301,7 +301,7 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(*entries, UNCALIBRATED)
+            return Loaded(*entries, uncalibrated(entries[1]))
         resolved = self.profiles.cached(target.accelerator, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 
@@ -310,7 +310,7 @@ class CatalogLookup:
         model, accelerator = self.catalog.load(session, tokens)
         profile_id = self._profile_id(tokens, target)
         resolved = (
-            UNCALIBRATED
+            uncalibrated(accelerator)
             if profile_id is None
             else self.profiles.resolve(session, target.accelerator, profile_id)
         )
@@ -530,6 +530,7 @@ class AnalysisService:
             "output_tokens": result.output_tokens,
             "gpus_per_replica": result.gpus_per_replica,
             "calibration": resolved.calibration,
+            "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,
             "max_batch_size": result.max_batch_size,

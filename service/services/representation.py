@@ -46,6 +46,16 @@ def _ridge_points(peak_tflops: dict[str, float], bandwidth_gb_s: float) -> dict[
     return {dtype: ridge for dtype, ridge in ridges.items() if math.isfinite(ridge)}
 
 
+def _measured(row: AcceleratorRow) -> dict[str, float] | None:
+    """Return the finite measured matmul TFLOP/s per dtype, or None when none are stored."""
+    measured = {
+        dtype: float(v)
+        for dtype, v in (row.measured_matmul_tflops or {}).items()
+        if math.isfinite(v)
+    }
+    return measured or None
+
+
 def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
     """Return the API representation of an accelerator row (finite numbers only)."""
     return {
@@ -58,6 +68,7 @@ def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
         "peak_tflops": {
             dtype: float(v) for dtype, v in row.peak_tflops.items() if math.isfinite(v)
         },
+        "measured_matmul_tflops": _measured(row),
         "interconnect_gb_s": float(row.interconnect_gb_s),
         "tdp_w": _float_or_none(row.tdp_w),
         "price_usd_per_hour": _float_or_none(row.price_usd_per_hour),
@@ -116,6 +127,7 @@ def accelerator_from_row(row: AcceleratorRow) -> Accelerator:
             "sources": list(row.sources),
             "field_sources": dict(row.field_sources),
         },
+        measured_matmul_tflops=_measured(row) or {},
     )
 
 

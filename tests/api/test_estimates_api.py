@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from service.api.schemas.analysis import EstimateResponse
+from service.engine.efficiency import spec_sheet_efficiency
 from service.engine.estimate import estimate
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
@@ -86,9 +87,11 @@ def test_matches_engine_called_directly(client: TestClient, db_session: Session)
             batch_sizes=batch_sizes,
             mode=mode,
         )
+        h100 = catalog.accelerator("h100-sxm")
         direct = estimate(
             catalog.model_shape("qwen3-32b"),
-            catalog.accelerator("h100-sxm"),
+            h100,
+            params=spec_sheet_efficiency(h100),  # uncalibrated: measured matmul fractions
             precision=Precision(**precision),
             parallelism=Parallelism(tp=2),
             input_tokens=2000,

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from service.api.schemas.analysis import IntensityResponse
+from service.engine.efficiency import spec_sheet_efficiency
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.roofline import analyze_intensity
@@ -78,9 +79,11 @@ def test_matches_engine_called_directly(client: TestClient, db_session: Session)
         precision=precision,
         parallelism={"tp": 2, "ep": 2},
     )
+    h100 = catalog.accelerator("h100-sxm")
     direct = analyze_intensity(
         catalog.model_shape("mixtral-8x7b"),
-        catalog.accelerator("h100-sxm"),
+        h100,
+        params=spec_sheet_efficiency(h100),  # uncalibrated: measured matmul fractions
         phase="prefill",
         batch_size=4,
         context_tokens=512,

@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
 from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
-from service.engine.efficiency import DEFAULT_EFFICIENCY
-from service.services.efficiency_lookup import UNCALIBRATED, resolve_efficiency
+from service.engine.efficiency import spec_sheet_efficiency
+from service.services.catalog import CatalogService
+from service.services.efficiency_lookup import resolve_efficiency
 from service.services.errors import NotFoundError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -117,7 +118,11 @@ def test_newest_and_pages(db_session: Session) -> None:
 
 def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     repo = CalibrationRepository(db_session)
-    assert resolve_efficiency(db_session, "h100-sxm", "vllm", "auto") is UNCALIBRATED
+    catalog = CatalogService(db_session)
+    h100, h200 = catalog.accelerator("h100-sxm"), catalog.accelerator("h200-sxm")
+    unfitted = resolve_efficiency(db_session, "h100-sxm", "vllm", "auto")
+    assert unfitted.calibration is None and unfitted.params == spec_sheet_efficiency(h100)
+    assert unfitted.efficiency_prior == "measured_matmul"
     repo.add(profile("cal_plain", minutes=1, step_overhead_us=111.0), [])
     repo.add(profile("cal_trt", backend="trtllm", minutes=2, step_overhead_us=222.0), [])
 
@@ -128,11 +133,17 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert auto_trt.calibration is not None and auto_trt.calibration["id"] == "cal_trt"
     assert auto_trt.params.step_overhead_us == 222.0 and not auto_trt.transferred
     none = resolve_efficiency(db_session, "h100-sxm", "trtllm", "none")
-    assert none.params == DEFAULT_EFFICIENCY and none.calibration is None
+    assert none.params == spec_sheet_efficiency(h100) and none.calibration is None
 
     moved = resolve_efficiency(db_session, "h200-sxm", None, "cal_trt")
     assert moved.calibration == {"id": "cal_trt", "name": "p", "transferred_from": "h100-sxm"}
     assert moved.transferred and moved.params.step_overhead_us == 222.0
-    assert resolve_efficiency(db_session, "h200-sxm", None, "auto") is UNCALIBRATED
+    # Fitted fp8 compute efficiency (prior 0.71 here) moves by H200/H100 measured fp8 fraction.
+    fp8_ratio = (1453.4 / h200.peak_tflops["fp8"]) / (1402.6 / h100.peak_tflops["fp8"])
+    assert moved.params.gemm_compute_efficiency_fp8 == pytest.approx(0.71 * fp8_ratio)
+    assert moved.params.gemm_compute_efficiency_bf16 == pytest.approx(0.80)  # same bf16 MAMF
+    assert moved.efficiency_prior == "measured_matmul"
+    h200_auto = resolve_efficiency(db_session, "h200-sxm", None, "auto")
+    assert h200_auto.calibration is None and h200_auto.params == spec_sheet_efficiency(h200)
     with pytest.raises(NotFoundError):
         resolve_efficiency(db_session, "h100-sxm", None, "cal_missing")

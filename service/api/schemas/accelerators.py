@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.api.schemas.common import Dtype, Slug, SourceUrl
 
@@ -49,6 +49,10 @@ class AcceleratorFields(BaseModel):
     memory_type: str = Field(default="", max_length=50)
     memory_bandwidth_gb_s: BandwidthGbS
     peak_tflops: dict[Dtype, PeakTflops] = Field(min_length=1)
+    measured_matmul_tflops: dict[Dtype, PeakTflops] | None = Field(
+        default=None,
+        description="Measured maximum achievable matmul TFLOP/s per dtype (MAMF), at most peak.",
+    )
     interconnect_gb_s: InterconnectGbS = Field(
         default=0.0, description="Per device, per direction."
     )
@@ -74,6 +78,17 @@ class AcceleratorFields(BaseModel):
             raise ValueError(f"must be 0 (no scale-up link) or at least {MIN_LINK_GB_S} GB/s")
         return value
 
+    @model_validator(mode="after")
+    def _measured_within_peak(self) -> AcceleratorFields:
+        """Refuse a measured matmul rate for a dtype without a peak, or above that peak."""
+        for dtype, tflops in (self.measured_matmul_tflops or {}).items():
+            peak = self.peak_tflops.get(dtype)
+            if peak is None:
+                raise ValueError(f"measured_matmul_tflops.{dtype} needs peak_tflops.{dtype}")
+            if tflops > peak:
+                raise ValueError(f"measured_matmul_tflops.{dtype} exceeds peak_tflops.{dtype}")
+        return self
+
 
 class AcceleratorCreate(AcceleratorFields):
     """Body of POST /v1/accelerators."""
@@ -97,6 +112,7 @@ class Accelerator(BaseModel):
     memory_type: str
     memory_bandwidth_gb_s: float
     peak_tflops: dict[str, float]
+    measured_matmul_tflops: dict[str, float] | None = None
     interconnect_gb_s: float
     tdp_w: float | None
     price_usd_per_hour: float | None

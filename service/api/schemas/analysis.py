@@ -218,6 +218,12 @@ class EstimateResponse(BaseModel):
     output_tokens: int
     gpus_per_replica: int
     calibration: CalibrationOut | None
+    efficiency_prior: Literal["measured_matmul", "default"] | None = Field(
+        default=None,
+        description="GEMM compute-efficiency prior: the accelerator's measured matmul fraction "
+        "(MAMF / peak; also when it scaled a transferred profile), the H100-derived default, "
+        "or null when a profile fitted on this accelerator supplies it.",
+    )
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None
     max_batch_size: int = Field(description="Sequences whose KV cache fits beside the weights.")

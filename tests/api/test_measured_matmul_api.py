@@ -1,0 +1,79 @@
+"""HTTP tests of measured matmul TFLOP/s: accelerator field and the estimate's prior."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+
+def new_accelerator(accelerator_id: str, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": accelerator_id,
+        "vendor": "Acme",
+        "name": "Acme Test GPU",
+        "memory_gb": 64,
+        "memory_bandwidth_gb_s": 2000,
+        "peak_tflops": {"bf16": 500, "fp8": 1000},
+        "interconnect_gb_s": 200,
+        "sources": ["https://example.com/acme-test-gpu"],
+    }
+    return {**body, **overrides}
+
+
+def estimate(client: TestClient, accelerator: str, **overrides: Any) -> dict[str, Any]:
+    body = {
+        "model": "llama-3.1-8b",
+        "accelerator": accelerator,
+        "input_tokens": 8192,
+        "output_tokens": 16,
+        "batch_sizes": [1],
+        "calibration": "none",
+        **overrides,
+    }
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_seeded_accelerator_shows_measurement(client: TestClient) -> None:
+    mi300x = client.get("/v1/accelerators/mi300x").json()
+    assert mi300x["measured_matmul_tflops"] == {"bf16": 668.4}
+    assert client.get("/v1/accelerators/l4").json()["measured_matmul_tflops"] is None
+
+
+def test_create_round_trips_and_drives_the_estimate(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    body = new_accelerator("slow-gemm", measured_matmul_tflops={"bf16": 250.0})
+    created = client.post("/v1/accelerators", json=body, headers=auth_headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["measured_matmul_tflops"] == {"bf16": 250.0}
+    plain = client.post(
+        "/v1/accelerators", json=new_accelerator("plain-gemm"), headers=auth_headers
+    )
+    assert plain.status_code == 201, plain.text
+    slow, default = estimate(client, "slow-gemm"), estimate(client, "plain-gemm")
+    assert slow["efficiency_prior"] == "measured_matmul" and slow["calibration"] is None
+    assert default["efficiency_prior"] == "default" and default["calibration"] is None
+    # 250/500 = 0.5 of peak instead of the 0.80 prior: the compute-bound prefill is slower.
+    assert slow["points"][0]["ttft_ms"] > 1.2 * default["points"][0]["ttft_ms"]
+
+
+@pytest.mark.parametrize(
+    "measured",
+    [{"bf16": 600.0}, {"fp4": 10.0}, {"bf16": 0.0}, {"bf16": "250"}, {"bf17": 1.0}],
+)
+def test_invalid_measurements_rejected(
+    client: TestClient, auth_headers: dict[str, str], measured: dict[str, Any]
+) -> None:
+    body = new_accelerator("bad-gemm", measured_matmul_tflops=measured)
+    response = client.post("/v1/accelerators", json=body, headers=auth_headers)
+    assert response.status_code == 422, response.text
+
+
+def test_mi300x_uncalibrated_uses_measured_prior(client: TestClient) -> None:
+    answer = estimate(client, "mi300x")
+    assert answer["efficiency_prior"] == "measured_matmul"

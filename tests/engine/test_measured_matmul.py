@@ -1,0 +1,100 @@
+"""Measured matmul (MAMF) priors: spec-sheet efficiency and transfer between accelerators."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    PARAMETER_BOUNDS,
+    spec_sheet_efficiency,
+    transfer_efficiency,
+)
+from service.engine.estimate import estimate
+from service.engine.hardware import Accelerator
+from service.engine.roofline import analyze_intensity
+
+ACCELERATORS = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
+MODELS = {str(r["id"]): model_from_record(r) for r in load_model_records()}
+
+
+def _with(accelerator: Accelerator, **measured: float) -> Accelerator:
+    return dataclasses.replace(accelerator, measured_matmul_tflops=measured)
+
+
+def test_mi300x_uses_its_mamf_fraction() -> None:
+    params = spec_sheet_efficiency(ACCELERATORS["mi300x"])
+    assert params.gemm_compute_efficiency_bf16 == pytest.approx(668.4 / 1307.4)
+    assert params.gemm_compute_efficiency_fp8 == DEFAULT_EFFICIENCY.gemm_compute_efficiency_fp8
+    assert params.replace(gemm_compute_efficiency_bf16=0.8) == DEFAULT_EFFICIENCY
+
+
+def test_unmeasured_accelerator_keeps_base() -> None:
+    base = DEFAULT_EFFICIENCY.replace(gemm_compute_efficiency_bf16=0.6)
+    assert spec_sheet_efficiency(ACCELERATORS["l4"]) is DEFAULT_EFFICIENCY
+    assert spec_sheet_efficiency(ACCELERATORS["l4"], base) is base
+    gh200 = spec_sheet_efficiency(ACCELERATORS["gh200"], base)
+    assert gh200.gemm_compute_efficiency_bf16 == pytest.approx(828.6 / 989.4)
+    assert gh200.gemm_compute_efficiency_fp8 == pytest.approx(1535.0 / 1978.9)
+
+
+def test_uncalibrated_mi300x_prefill_slower_by_mamf_ratio() -> None:
+    mi300x, model = ACCELERATORS["mi300x"], MODELS["llama-3.1-8b"]
+    ratio = DEFAULT_EFFICIENCY.gemm_compute_efficiency_bf16 / (668.4 / 1307.4)
+    old, new = (
+        analyze_intensity(
+            model, mi300x, phase="prefill", batch_size=4, context_tokens=8192, params=p
+        )
+        for p in (DEFAULT_EFFICIENCY, spec_sheet_efficiency(mi300x))
+    )
+    gemms = [(a, b) for a, b in zip(old.operators, new.operators, strict=True) if a.kind == "gemm"]
+    compute_bound = [(a, b) for a, b in gemms if a.bound == "compute"]
+    assert len(compute_bound) >= 3
+    for before, after in compute_bound:
+        assert after.bound == "compute"
+        assert after.time_ms / before.time_ms == pytest.approx(ratio, rel=0.01)
+    ttft_old, ttft_new = (
+        float(
+            estimate(
+                model, mi300x, input_tokens=8192, output_tokens=1,
+                batch_sizes=np.array([1.0]), params=p,
+            ).ttft_ms[0]
+        )
+        for p in (DEFAULT_EFFICIENCY, spec_sheet_efficiency(mi300x))
+    )  # fmt: skip
+    # Attention and overheads keep their priors, so the whole prefill moves less than GEMMs.
+    assert 1.2 < ttft_new / ttft_old < ratio
+
+
+def test_transfer_scales_compute_by_measured_fraction_ratio() -> None:
+    h100, mi300x = ACCELERATORS["h100-sxm"], ACCELERATORS["mi300x"]
+    fitted = DEFAULT_EFFICIENCY.replace(
+        gemm_compute_efficiency_bf16=0.70, gemm_compute_efficiency_fp8=0.60, step_overhead_us=77.0
+    )
+    moved = transfer_efficiency(fitted, h100, mi300x)
+    expected = 0.70 * (668.4 / 1307.4) / (794.5 / 989.4)
+    assert moved.gemm_compute_efficiency_bf16 == pytest.approx(expected)
+    assert moved.gemm_compute_efficiency_fp8 == 0.60  # MI300X fp8 not measured
+    assert moved.step_overhead_us == 77.0
+    back = transfer_efficiency(moved, mi300x, h100)
+    assert back.gemm_compute_efficiency_bf16 == pytest.approx(0.70)
+    assert transfer_efficiency(fitted, ACCELERATORS["l4"], mi300x) is fitted
+
+
+def test_transfer_clips_to_bounds() -> None:
+    h100 = ACCELERATORS["h100-sxm"]
+    low, high = PARAMETER_BOUNDS["gemm_compute_efficiency_bf16"]
+    slow = _with(h100, bf16=h100.peak_tflops["bf16"] * 0.2)
+    fitted = DEFAULT_EFFICIENCY.replace(gemm_compute_efficiency_bf16=0.9)
+    assert transfer_efficiency(fitted, slow, h100).gemm_compute_efficiency_bf16 == high
+    tiny = _with(h100, bf16=h100.peak_tflops["bf16"] * 0.001)
+    assert transfer_efficiency(fitted, h100, tiny).gemm_compute_efficiency_bf16 == low
