@@ -35,7 +35,11 @@ from service.engine.calibration.measurements import (
     StaticMeasurement,
 )
 from service.engine.calibration.quality import ErrorStats, error_stats
-from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    spec_sheet_efficiency,
+    transfer_efficiency,
+)
 from service.engine.hardware import Accelerator
 from service.engine.memory import weight_bytes_per_gpu
 from service.engine.parallel import Parallelism
@@ -413,9 +417,14 @@ def transfer_section(
             if not mine:
                 continue
             acc = accs[target]
-            moved = result.transfer_to(acc)
+            # As the service does: fitted efficiencies scaled by the two chips' measured
+            # matmul fractions; the uncalibrated column uses the target's own spec-sheet prior.
+            moved = replace(
+                result.transfer_to(acc),
+                efficiency=transfer_efficiency(result.efficiency, h100, acc),
+            )
             calibrated = moved.predict(mine, acc, shapes)
-            uncalibrated = predict_runs(mine, acc, shapes, PRIOR)
+            uncalibrated = predict_runs(mine, acc, shapes, spec_sheet_efficiency(acc))
             after = error_stats(calibrated.predicted, calibrated.measured)
             if counted:
                 COVERAGE.add(f"transfer {backend} → {target}", moved, calibrated, transferred=True)
