@@ -28,10 +28,18 @@ class AcceleratorStack:
     link_bytes_s: FloatArray
     capacity_bytes: FloatArray
     tdp_w: FloatArray
+    # Per dtype group ("bf16", "fp8"): each point's GEMM compute efficiency relative to the
+    # shared EfficiencyParams (members whose priors differ only there can share one pass).
+    gemm_efficiency_scales: dict[str, FloatArray] = field(default_factory=dict, compare=False)
     _peaks: dict[str, FloatArray] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, accelerators: Sequence[Accelerator], index: npt.ArrayLike) -> AcceleratorStack:
+    def of(
+        cls,
+        accelerators: Sequence[Accelerator],
+        index: npt.ArrayLike,
+        gemm_efficiency_scales: dict[str, FloatArray] | None = None,
+    ) -> AcceleratorStack:
         """Lay out ``accelerators`` per point (``index`` names each point's accelerator)."""
         # Imported here: kernels and memory import this module for their dispatch.
         from service.engine.kernels import link_bytes_s
@@ -50,11 +58,16 @@ class AcceleratorStack:
             link_bytes_s=per_point([link_bytes_s(a) for a in accs]),
             capacity_bytes=per_point([capacity_bytes(a) for a in accs]),
             tdp_w=per_point([a.tdp_w for a in accs]),
+            gemm_efficiency_scales=dict(gemm_efficiency_scales or {}),
         )
 
     @property
     def id(self) -> str:
         return ",".join(a.id for a in self.accelerators)
+
+    def gemm_efficiency_scale(self, dtype_group: str) -> FloatArray | float:
+        """Return each point's GEMM efficiency relative to the shared parameters (1 if equal)."""
+        return self.gemm_efficiency_scales.get(dtype_group, 1.0)
 
     def peak_flops_s(self, dtype: str) -> FloatArray:
         """Return dense peak FLOP/s per point; UnsupportedDtypeError if any accelerator lacks it."""

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from service.engine.accelerator_stack import AcceleratorStack
+from service.engine.accelerator_stack import AcceleratorStack, IntArray
 from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
@@ -346,6 +346,25 @@ def estimate(
     )
 
 
+def _gemm_efficiency_scales(
+    params: EfficiencyParams, member_params: Sequence[EfficiencyParams] | None, member: IntArray
+) -> dict[str, FloatArray]:
+    """Return each point's GEMM compute efficiency relative to ``params``, per dtype group."""
+    if member_params is None:
+        return {}
+    unit = {"gemm_compute_efficiency_bf16": 1.0, "gemm_compute_efficiency_fp8": 1.0}
+    shared = params.replace(**unit)
+    if any(own.replace(**unit) != shared for own in member_params):
+        raise EngineError("stacked members may differ only in their GEMM compute efficiencies")
+    scales: dict[str, FloatArray] = {}
+    for group in ("bf16", "fp8"):
+        base = params.gemm_compute_efficiency(group)
+        ratios = np.asarray([own.gemm_compute_efficiency(group) / base for own in member_params])
+        if np.any(ratios != 1.0):
+            scales[group] = ratios[member]
+    return scales
+
+
 def estimate_stacked(
     model: ModelShape,
     accelerators: Sequence[Accelerator],
@@ -360,13 +379,15 @@ def estimate_stacked(
     prices_usd_per_hour: Sequence[float | None] | None = None,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
     with_critical_batch: bool = True,
+    member_params: Sequence[EfficiencyParams] | None = None,
 ) -> list[EstimateResult]:
     """Return ``estimate`` of every member in one vectorised pass over all their points.
 
     Member i is (accelerators[i], input_tokens[i], output_tokens[i], batch_sizes[i],
-    prices_usd_per_hour[i]); model, precision, layout, mode and parameters are shared. Any
-    invalid member raises for the whole call. Without ``with_critical_batch`` the (memoised,
-    but costly when cold) critical batch size is left None.
+    prices_usd_per_hour[i]); model, precision, layout, mode and parameters are shared, except
+    that ``member_params[i]`` may differ from ``params`` in the GEMM compute efficiencies (the
+    per-accelerator priors). Any invalid member raises for the whole call. Without
+    ``with_critical_batch`` the (memoised, but costly when cold) critical batch size is None.
     """
     members = len(accelerators)
     prices = list(prices_usd_per_hour) if prices_usd_per_hour is not None else [None] * members
@@ -387,7 +408,12 @@ def estimate_stacked(
     member = np.repeat(np.arange(members), sizes)
     unique = {id(a): k for k, a in enumerate(distinct)}
     acc_index = np.fromiter((unique[id(a)] for a in accelerators), dtype=np.intp, count=members)
-    stack = AcceleratorStack.of(distinct, acc_index[member])
+    own_params = list(member_params) if member_params is not None else [params] * members
+    if len(own_params) != members:
+        raise EngineError("member_params needs one entry per member")
+    stack = AcceleratorStack.of(
+        distinct, acc_index[member], _gemm_efficiency_scales(params, member_params, member)
+    )
     member_price = [
         p if p is not None else a.price_usd_per_hour
         for p, a in zip(prices, accelerators, strict=True)
@@ -414,14 +440,12 @@ def estimate_stacked(
     max_batch = points.max_batch[starts].tolist()
     dtype = precision.compute_dtype
     ridge = {id(a): ridge_point_flop_per_byte(a, dtype) for a in distinct}
-    critical = {
-        id(a): critical_batch_size(
-            model, a, precision=precision, parallelism=parallelism, params=params
-        )
+    critical = [
+        critical_batch_size(model, a, precision=precision, parallelism=parallelism, params=p)
         if with_critical_batch
         else None
-        for a in distinct
-    }
+        for a, p in zip(accelerators, own_params, strict=True)
+    ]
     results = []
     for i, acc in enumerate(accelerators):
         price = member_price[i]
@@ -434,7 +458,7 @@ def estimate_stacked(
                 input_tokens=input_tokens[i],
                 output_tokens=output_tokens[i],
                 ridge_point_flop_per_byte=ridge[id(acc)],
-                critical_batch_size=critical[id(acc)],
+                critical_batch_size=critical[i],
                 max_batch_size=int(max_batch[i]),
                 usd_per_hour=None if price is None else price * gpus,
                 **{name: values[start:end] for name, values in columns.items()},

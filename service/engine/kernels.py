@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.engine.accelerator_stack import AcceleratorStack
-from service.engine.efficiency import EfficiencyParams
+from service.engine.efficiency import EfficiencyParams, dtype_group
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, Accelerator
 
@@ -144,7 +144,9 @@ def gemm_cost(
     out_bytes = max(activation_bytes_per_element, _MIN_OUTPUT_BYTES)
     nbytes = n_ * k_ * weight_bytes_per_element + m_ * k_ * activation_bytes_per_element
     nbytes = np.where(active, nbytes + m_ * n_ * out_bytes, 0.0)
-    eff_max = params.gemm_compute_efficiency(compute_dtype)
+    eff_max: float | FloatArray = params.gemm_compute_efficiency(compute_dtype)
+    if isinstance(accelerator, AcceleratorStack):
+        eff_max = eff_max * accelerator.gemm_efficiency_scale(dtype_group(compute_dtype))
     m_half = params.gemm_half_efficiency_rows(compute_dtype)
     n_half = params.gemm_half_efficiency_columns(compute_dtype)
     # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.

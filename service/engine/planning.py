@@ -350,12 +350,15 @@ def _evaluate_all(
     sharing model, precision, layout and efficiency parameters (typically all the accelerators
     of one layout and precision) are scored together; the answer is keyed by candidate index.
     """
+    # Accelerators' own GEMM priors differ only in compute efficiency: they still share a pass.
+    unit = {"gemm_compute_efficiency_bf16": 1.0, "gemm_compute_efficiency_fp8": 1.0}
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i in limits:
         c = candidates[i]
-        groups.setdefault((c.model, c.precision, c.parallelism, c.params), []).append(i)
+        key = (c.model, c.precision, c.parallelism, c.params.replace(**unit))
+        groups.setdefault(key, []).append(i)
     out: dict[int, _Evaluated] = {}
-    for (model, precision, parallelism, params), indices in groups.items():
+    for (model, precision, parallelism, _), indices in groups.items():
         members = [candidates[i] for i in indices]
         results = estimate_stacked(
             model,
@@ -366,10 +369,11 @@ def _evaluate_all(
             output_tokens=[question.output_tokens] * len(members),
             batch_sizes=[_levels(limits[i], question.concurrency_levels) for i in indices],
             mode=question.mode,
-            params=params,
+            params=members[0].params,
             prices_usd_per_hour=[c.price_usd_per_hour for c in members],
             memory_utilization=question.memory_utilization,
             with_critical_batch=False,
+            member_params=[c.params for c in members],
         )
         for i, c, r in zip(indices, members, results, strict=True):
             out[i] = _judge(c, question, r)

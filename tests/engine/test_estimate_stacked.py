@@ -145,3 +145,64 @@ def test_stacked_rejects_invalid_members() -> None:
     assert (
         estimate_stacked(llama_31_8b(), [], input_tokens=[], output_tokens=[], batch_sizes=[]) == []
     )
+
+
+def test_members_with_their_own_gemm_priors_match_single_estimates() -> None:
+    # Per-accelerator priors (measured matmul fractions) differ only in GEMM compute efficiency;
+    # stacking them must give what estimate() gives with each member's own parameters.
+    model = llama_31_8b()
+    accs = [make_h100(), make_h200(), make_a100()]
+    own = [
+        DEFAULT_EFFICIENCY.replace(gemm_compute_efficiency_bf16=e, gemm_compute_efficiency_fp8=f)
+        for e, f in ((0.80, 0.71), (0.51, 0.71), (0.87, 0.60))
+    ]
+    batches = [np.array([1.0, 64.0, 512.0])] * 3
+    stacked = estimate_stacked(
+        model,
+        accs,
+        input_tokens=[4096] * 3,
+        output_tokens=[128] * 3,
+        batch_sizes=batches,
+        mode="serving",
+        params=own[0],
+        member_params=own,
+    )
+    for acc, params, result in zip(accs, own, stacked, strict=True):
+        single = estimate(
+            model,
+            acc,
+            input_tokens=4096,
+            output_tokens=128,
+            batch_sizes=batches[0],
+            mode="serving",
+            params=params,
+        )
+        np.testing.assert_allclose(result.ttft_ms, single.ttft_ms, rtol=1e-9)
+        np.testing.assert_allclose(result.tpot_ms, single.tpot_ms, rtol=1e-9)
+        assert result.critical_batch_size == single.critical_batch_size
+    # The priors matter: same chip figures, lower GEMM fraction, longer prefill-heavy TTFT.
+    lower = estimate_stacked(
+        model,
+        [accs[1]],
+        input_tokens=[4096],
+        output_tokens=[128],
+        batch_sizes=batches[:1],
+        mode="serving",
+        params=own[0],
+    )
+    assert stacked[1].ttft_ms[0] > lower[0].ttft_ms[0]
+
+
+def test_members_may_not_differ_in_other_parameters() -> None:
+    model = llama_31_8b()
+    acc = make_h100()
+    other = DEFAULT_EFFICIENCY.replace(step_overhead_us=DEFAULT_EFFICIENCY.step_overhead_us + 5)
+    with pytest.raises(EngineError):
+        estimate_stacked(
+            model,
+            [acc, acc],
+            input_tokens=[128, 128],
+            output_tokens=[16, 16],
+            batch_sizes=[[1], [1]],
+            member_params=[DEFAULT_EFFICIENCY, other],
+        )
