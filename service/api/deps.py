@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Request
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from service.db.session import session_scope
@@ -23,6 +23,9 @@ async def get_settings(request: Request) -> Settings:
     """Return the settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
+
+
+T = TypeVar("T")
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -65,6 +68,21 @@ async def require_read(
 def get_catalog(session: SessionDep) -> CatalogService:
     """Return the catalog service bound to this request's session."""
     return CatalogService(session)
+
+
+def _read_in_session(factory: sessionmaker[Session], read: Callable[[CatalogService], T]) -> T:
+    with session_scope(factory) as session:
+        return read(CatalogService(session))
+
+
+async def read_catalog(request: Request, read: Callable[[CatalogService], T]) -> T:
+    """Run a catalog read with its own short session in one worker-thread hop.
+
+    A sync endpoint with ``CatalogDep`` crosses to a thread three times (session open, handler,
+    commit); an ``async`` read endpoint calling this crosses once.
+    """
+    factory: sessionmaker[Session] = request.app.state.session_factory
+    return await run_in_threadpool(_read_in_session, factory, read)
 
 
 CatalogDep = Annotated[CatalogService, Depends(get_catalog, scope="function")]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
-from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.deps import CatalogDep, ReadAccess, WriteAccess, read_catalog
 from service.api.limits import problem_responses
 from service.api.routers.conditional import (
     check_body_id,
@@ -26,8 +26,8 @@ READ_ONLY = ("origin", "version", "created_at", "updated_at", "ridge_point_flop_
 
 
 @router.get("", response_model=ListPage[Accelerator], dependencies=[ReadAccess])
-def list_accelerators(
-    catalog: CatalogDep,
+async def list_accelerators(
+    request: Request,
     vendor: str | None = None,
     min_memory_gb: Annotated[float | None, Query(ge=0)] = None,
     dtype: Dtype | None = Query(default=None, description="Only accelerators with a dense peak."),
@@ -35,20 +35,24 @@ def list_accelerators(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     """List accelerators ordered by id, filtered and paginated by an opaque cursor."""
-    page = catalog.list_accelerators(
-        vendor=vendor, min_memory_gb=min_memory_gb, dtype=dtype, cursor=cursor, limit=limit
+    page = await read_catalog(
+        request,
+        lambda catalog: catalog.list_accelerators(
+            vendor=vendor, min_memory_gb=min_memory_gb, dtype=dtype, cursor=cursor, limit=limit
+        ),
     )
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
 @router.get("/{accelerator_id}", response_model=Accelerator, dependencies=[ReadAccess])
-def get_accelerator(
-    accelerator_id: str, catalog: CatalogDep, if_none_match: IfNoneMatch = None
+async def get_accelerator(
+    accelerator_id: str, request: Request, if_none_match: IfNoneMatch = None
 ) -> Response:
     """Return one accelerator with a strong ETag (304 when If-None-Match matches)."""
-    return representation_response(
-        catalog.get_accelerator(accelerator_id), if_none_match=if_none_match
+    representation = await read_catalog(
+        request, lambda catalog: catalog.get_accelerator(accelerator_id)
     )
+    return representation_response(representation, if_none_match=if_none_match)
 
 
 @router.post(
