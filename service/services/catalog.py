@@ -395,6 +395,22 @@ def read_tokens(
     )
 
 
+_ACCELERATOR_BY_ID = select(AcceleratorRow.__table__).where(
+    AcceleratorRow.__table__.c.id == bindparam("accelerator_id")
+)
+
+
+def read_accelerator(engine: Engine, accelerator_id: str) -> dict[str, Any]:
+    """Return one accelerator's representation from one Core query (no ORM session)."""
+    with engine.connect() as connection:
+        row = connection.execute(
+            _ACCELERATOR_BY_ID, {"accelerator_id": accelerator_id}
+        ).one_or_none()
+    if row is None:
+        raise NotFoundError(KIND_ACCELERATOR, accelerator_id)
+    return accelerator_to_dict(row)
+
+
 class CatalogCache:
     """Engine objects of one database, reused while their row's token is unchanged."""
 

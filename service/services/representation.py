@@ -11,6 +11,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 from service.db.models import AcceleratorRow, ModelRow
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
@@ -46,7 +48,7 @@ def _ridge_points(peak_tflops: dict[str, float], bandwidth_gb_s: float) -> dict[
     return {dtype: ridge for dtype, ridge in ridges.items() if math.isfinite(ridge)}
 
 
-def _measured(row: AcceleratorRow) -> dict[str, float] | None:
+def _measured(row: AcceleratorRow | Row[Any]) -> dict[str, float] | None:
     """Return the finite measured matmul TFLOP/s per dtype, or None when none are stored."""
     measured = {
         dtype: float(v)
@@ -56,8 +58,8 @@ def _measured(row: AcceleratorRow) -> dict[str, float] | None:
     return measured or None
 
 
-def accelerator_to_dict(row: AcceleratorRow) -> dict[str, Any]:
-    """Return the API representation of an accelerator row (finite numbers only)."""
+def accelerator_to_dict(row: AcceleratorRow | Row[Any]) -> dict[str, Any]:
+    """Return the API representation of an accelerator (ORM or Core row; finite numbers only)."""
     return {
         "id": row.id,
         "vendor": row.vendor,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import CatalogDep, ReadAccess, WriteAccess, read_catalog
 from service.api.limits import problem_responses
@@ -16,6 +17,7 @@ from service.api.routers.conditional import (
 )
 from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
 from service.api.schemas.common import Dtype, ListPage
+from service.services.catalog import read_accelerator
 from service.services.representation import etag_of
 
 router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
@@ -49,9 +51,8 @@ async def get_accelerator(
     accelerator_id: str, request: Request, if_none_match: IfNoneMatch = None
 ) -> Response:
     """Return one accelerator with a strong ETag (304 when If-None-Match matches)."""
-    representation = await read_catalog(
-        request, lambda catalog: catalog.get_accelerator(accelerator_id)
-    )
+    engine = request.app.state.engine
+    representation = await run_in_threadpool(read_accelerator, engine, accelerator_id)
     return representation_response(representation, if_none_match=if_none_match)
 
 
