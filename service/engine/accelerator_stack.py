@@ -61,6 +61,14 @@ class AcceleratorStack:
             gemm_efficiency_scales=dict(gemm_efficiency_scales or {}),
         )
 
+    def tiled(self, copies: int) -> AcceleratorStack:
+        """Return the stack repeated ``copies`` times along the points (steps laid end to end)."""
+        return AcceleratorStack.of(
+            self.accelerators,
+            np.tile(self.index, copies),
+            {group: np.tile(scale, copies) for group, scale in self.gemm_efficiency_scales.items()},
+        )
+
     @property
     def id(self) -> str:
         return ",".join(a.id for a in self.accelerators)

@@ -14,14 +14,14 @@ from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, Hardware, peak_flops_s
+from service.engine.kernels import FloatArray, Hardware, peak_flops_s, spread
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
     MemoryBreakdown,
     max_batch_sizes,
     memory_breakdown,
 )
-from service.engine.operators import StepCost, decode_step, prefill_step
+from service.engine.operators import AttentionGroup, StepCost, prefill_step, step_costs
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.roofline import critical_batch_size, ridge_point_flop_per_byte
@@ -154,22 +154,17 @@ def _evaluate(
     prefill: StepCost
     if mode == "static":
         running = batches
-        prefill = prefill_step(
+        # Prefill of B prompts, and a decode step at the mean context S_in + S_out/2.
+        prefill, decode = step_costs(
             model,
             hardware,
-            batch_size=batches,
-            input_tokens=s_in,
             precision=precision,
             parallelism=parallelism,
-            params=params,
-        )
-        decode = decode_step(
-            model,
-            hardware,
-            batch_size=batches,
-            context_tokens=s_in + s_out / 2.0,
-            precision=precision,
-            parallelism=parallelism,
+            steps=[
+                ("prefill", [AttentionGroup.of(batches, s_in, 0.0)]),
+                ("decode", [AttentionGroup.of(batches, 1.0, s_in + s_out / 2.0)]),
+            ],
+            points=batches.size,
             params=params,
         )
         ttft_s = prefill.time_s
@@ -250,9 +245,7 @@ def _columns(
 
     def full(x: npt.ArrayLike) -> FloatArray:
         array = np.asarray(x, dtype=np.float64)
-        if array.shape == shape:
-            return array.copy()
-        return np.broadcast_to(array, shape).copy()
+        return array.copy() if array.shape == shape else spread(array, shape)
 
     def gb(x: npt.ArrayLike) -> FloatArray:
         return full(np.asarray(x, dtype=np.float64) / 1e9)

@@ -35,6 +35,25 @@ def as_array(value: npt.ArrayLike) -> FloatArray:
     return np.asarray(value, dtype=np.float64)
 
 
+def spread(value: npt.ArrayLike, shape: tuple[int, ...]) -> FloatArray:
+    """Return ``value`` as a float array of ``shape`` (itself when it has that shape already).
+
+    Adding zeros broadcasts like ``np.broadcast_to`` but costs one ufunc call, which matters
+    for the one-point arrays of a single estimate.
+    """
+    array = as_array(value)
+    if array.shape == shape:
+        return array
+    return array + np.zeros(shape)
+
+
+def _number_or_array(value: npt.ArrayLike) -> float | FloatArray:
+    """Keep a scalar as a Python float (cheaper arithmetic than a 0-d array), else an array."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return as_array(value)
+
+
 @dataclass(frozen=True, slots=True)
 class KernelCost:
     """Work and time of one or more kernels; every field broadcasts over batch sizes."""
@@ -138,28 +157,30 @@ def gemm_cost(
     compute: 2mnk / (peak · eff_max · m/(m + m_half) · n/(n + n_half)); memory: weights + input +
     output bytes at the dtype's GEMM bandwidth fraction; plus the dtype's launch latency.
     """
-    m_, n_, k_ = as_array(m), as_array(n), as_array(k)
+    m_, n_, k_ = as_array(m), _number_or_array(n), _number_or_array(k)
     active = m_ > 0
-    flops = 2.0 * m_ * n_ * k_
+    weight_elements = n_ * k_
+    flops = m_ * (2.0 * weight_elements)
     out_bytes = max(activation_bytes_per_element, _MIN_OUTPUT_BYTES)
-    nbytes = n_ * k_ * weight_bytes_per_element + m_ * k_ * activation_bytes_per_element
-    nbytes = np.where(active, nbytes + m_ * n_ * out_bytes, 0.0)
+    # Weights + input rows + output rows; nothing moves when m = 0.
+    row_bytes = k_ * activation_bytes_per_element + n_ * out_bytes
+    nbytes = np.where(active, weight_elements * weight_bytes_per_element + m_ * row_bytes, 0.0)
     eff_max: float | FloatArray = params.gemm_compute_efficiency(compute_dtype)
     if isinstance(accelerator, AcceleratorStack):
         eff_max = eff_max * accelerator.gemm_efficiency_scale(dtype_group(compute_dtype))
     m_half = params.gemm_half_efficiency_rows(compute_dtype)
     n_half = params.gemm_half_efficiency_columns(compute_dtype)
     # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
-    compute_s = 2.0 * k_ * (m_ + m_half) * (n_ + n_half)
-    compute_s = np.where(
-        active, compute_s / (hardware_peak_flops_s(accelerator, compute_dtype) * eff_max), 0.0
+    seconds_per_row = (
+        2.0 * k_ * (n_ + n_half) / (hardware_peak_flops_s(accelerator, compute_dtype) * eff_max)
     )
+    compute_s = np.where(active, (m_ + m_half) * seconds_per_row, 0.0)
     bandwidth = accelerator.memory_bandwidth_bytes_s * params.gemm_memory_bandwidth_efficiency(
         compute_dtype
     )
     memory_s = nbytes / bandwidth
-    latency_s = np.where(active, params.gemm_kernel_latency_us(compute_dtype) * 1e-6, 0.0)
-    time_s = np.maximum(compute_s, memory_s) + latency_s
+    latency_s = params.gemm_kernel_latency_us(compute_dtype) * 1e-6
+    time_s = np.maximum(compute_s, memory_s) + np.where(active, latency_s, 0.0)
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.efficiency import EfficiencyParams
 from service.engine.kernels import (
     FloatArray,
@@ -24,6 +25,7 @@ from service.engine.kernels import (
     bound_of,
     collective_cost,
     gemm_cost,
+    spread,
     zero_cost,
 )
 from service.engine.parallel import Parallelism
@@ -47,10 +49,9 @@ class AttentionGroup:
         cls, sequences: npt.ArrayLike, new_tokens: npt.ArrayLike, past_tokens: npt.ArrayLike
     ) -> AttentionGroup:
         """Build a group from scalars or arrays (broadcast together)."""
-        b, t, s = np.broadcast_arrays(
-            as_array(sequences), as_array(new_tokens), as_array(past_tokens)
-        )
-        return cls(b, t, s)
+        b, t, s = as_array(sequences), as_array(new_tokens), as_array(past_tokens)
+        shape = np.broadcast_shapes(b.shape, t.shape, s.shape)
+        return cls(spread(b, shape), spread(t, shape), spread(s, shape))
 
     @property
     def tokens(self) -> FloatArray:
@@ -96,13 +97,20 @@ class StepCost:
     phase: str
     rows: tuple[OperatorRow, ...]
     overhead_s: FloatArray
+    total: KernelCost  # the rows summed
 
-    @property
-    def total(self) -> KernelCost:
-        total = self.rows[0].cost
-        for row in self.rows[1:]:
+    @classmethod
+    def of(cls, phase: str, rows: Sequence[OperatorRow], overhead_s: FloatArray) -> StepCost:
+        """Build a step from its rows (summing them once)."""
+        total = rows[0].cost
+        for row in rows[1:]:
             total = total + row.cost
-        return total
+        return cls(phase, tuple(rows), overhead_s, total)
+
+    def part(self, phase: str, points: slice) -> StepCost:
+        """Return the step restricted to a slice of its points, under another phase name."""
+        rows = tuple(OperatorRow(r.name, phase, r.kind, _sliced(r.cost, points)) for r in self.rows)
+        return StepCost(phase, rows, self.overhead_s[points], _sliced(self.total, points))
 
     @property
     def time_s(self) -> FloatArray:
@@ -118,16 +126,21 @@ class StepCost:
 
     @property
     def bound(self) -> npt.NDArray[np.str_]:
-        """Name the term whose rows take the most time: compute, memory or communication."""
+        """Name the term whose rows take the most time: compute, memory or communication.
+
+        Each row counts wholly towards its own bound; only communication rows carry link time.
+        """
         shape = np.shape(self.overhead_s)
-        by_bound = {name: np.zeros(shape) for name in ("compute", "memory", COMMUNICATION)}
+        compute, memory, link = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         for row in self.rows:
-            bound = row.bound
-            if bound.shape != shape:
-                bound = np.broadcast_to(bound, shape)
-            for name, acc in by_bound.items():
-                acc += np.where(bound == name, row.time_s, 0.0)
-        return bound_of(by_bound["compute"], by_bound["memory"], by_bound[COMMUNICATION])
+            cost = row.cost
+            if row.kind == COMMUNICATION:
+                link = link + cost.time_s
+                continue
+            on_compute = cost.compute_s >= cost.memory_s
+            compute = compute + np.where(on_compute, cost.time_s, 0.0)
+            memory = memory + np.where(on_compute, 0.0, cost.time_s)
+        return bound_of(compute, memory, link)
 
     @property
     def arithmetic_intensity_flop_per_byte(self) -> FloatArray:
@@ -173,10 +186,8 @@ class _StepBuilder:
         self.groups = tuple(groups)
         shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in self.groups))
         self.shape = shape
-        self.tokens = np.broadcast_to(sum((g.tokens for g in self.groups), np.zeros(shape)), shape)
-        self.logit_rows = np.broadcast_to(
-            sum((g.sequences for g in self.groups), np.zeros(shape)), shape
-        )
+        self.tokens = sum((g.tokens for g in self.groups), np.zeros(shape))
+        self.logit_rows = sum((g.sequences for g in self.groups), np.zeros(shape))
         self.rows: list[OperatorRow] = []
         self.tp = float(parallelism.tp)
 
@@ -202,7 +213,7 @@ class _StepBuilder:
     def add(self, name: str, kind: str, cost: KernelCost) -> None:
         fields = _fields(cost)
         if any(np.shape(f) != self.shape for f in fields):
-            cost = KernelCost(*(np.broadcast_to(f, self.shape) for f in fields))
+            cost = KernelCost(*(spread(f, self.shape) for f in fields))
         self.rows.append(OperatorRow(name, self.phase, kind, cost))
 
     # --- operators -------------------------------------------------------------------------
@@ -380,7 +391,7 @@ class _StepBuilder:
         fixed_us = self.model.num_layers * p.layer_overhead_us + p.step_overhead_us
         overhead_us = fixed_us + self.logit_rows * p.sequence_overhead_us
         overhead = np.where(self.tokens > 0, overhead_us * 1e-6, 0.0)
-        return StepCost(self.phase, tuple(self.rows), np.broadcast_to(overhead, self.shape))
+        return StepCost.of(self.phase, self.rows, spread(overhead, self.shape))
 
 
 def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
@@ -392,6 +403,10 @@ def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
         cost.communication_s,
         cost.time_s,
     )
+
+
+def _sliced(cost: KernelCost, points: slice) -> KernelCost:
+    return KernelCost(*(f[points] for f in _fields(cost)))
 
 
 def step_cost(
@@ -410,6 +425,57 @@ def step_cost(
     head runs on one row per sequence (the last token of a prefill, the new token of a decode).
     """
     return _StepBuilder(model, accelerator, precision, parallelism, params, phase, groups).build()
+
+
+def step_costs(
+    model: ModelShape,
+    accelerator: Hardware,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    steps: Sequence[tuple[str, Sequence[AttentionGroup]]],
+    points: int,
+    params: EfficiencyParams,
+) -> list[StepCost]:
+    """Cost several steps over the same ``points`` in one vectorised pass.
+
+    Equal to ``step_cost`` per (phase, groups) step, each broadcast to ``points``: the steps'
+    points are laid end to end and steps with fewer attention groups get empty ones (which cost
+    exactly nothing), so the per-operator Python work is paid once instead of once per step.
+    """
+    width = max(len(groups) for _, groups in steps)
+    empty = np.zeros(points)
+
+    def column(step_groups: Sequence[AttentionGroup], i: int, name: str) -> FloatArray:
+        if i >= len(step_groups):
+            return empty
+        return spread(getattr(step_groups[i], name), (points,))
+
+    merged = [
+        AttentionGroup(
+            *(
+                np.concatenate([column(groups, i, name) for _, groups in steps])
+                for name in ("sequences", "new_tokens", "past_tokens")
+            )
+        )
+        for i in range(width)
+    ]
+    hardware = (
+        accelerator.tiled(len(steps)) if isinstance(accelerator, AcceleratorStack) else accelerator
+    )
+    combined = step_cost(
+        model,
+        hardware,
+        precision=precision,
+        parallelism=parallelism,
+        groups=merged,
+        params=params,
+        phase="combined",
+    )
+    return [
+        combined.part(phase, slice(i * points, (i + 1) * points))
+        for i, (phase, _) in enumerate(steps)
+    ]
 
 
 def decode_step(

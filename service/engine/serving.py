@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from service.engine.efficiency import EfficiencyParams
 from service.engine.kernels import FloatArray, Hardware
-from service.engine.operators import AttentionGroup, StepCost, step_cost
+from service.engine.operators import AttentionGroup, StepCost, step_costs
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -66,26 +66,21 @@ def serving_state(
     s_in = np.asarray(input_tokens, dtype=np.float64)
     s_out = np.asarray(output_tokens, dtype=np.float64)
 
-    def run(groups: list[AttentionGroup], phase: str) -> StepCost:
-        return step_cost(
-            model,
-            accelerator,
-            precision=precision,
-            parallelism=parallelism,
-            groups=groups,
-            params=params,
-            phase=phase,
-        )
-
     decode = AttentionGroup.of(running, 1.0, s_in + s_out / 2.0)
     prompts = AttentionGroup.of(running / s_out, s_in, 0.0)
-    step = run([decode, prompts], "mixed")
-    decode_only = run([decode], "decode")
     chunks = np.ceil(s_in / params.prefill_chunk_tokens)
     chunk = AttentionGroup.of(
         np.ones_like(running), s_in / chunks, s_in * (chunks - 1) / (2 * chunks)
     )
-    first = run([decode, chunk], "mixed")
+    step, decode_only, first = step_costs(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        steps=[("mixed", [decode, prompts]), ("decode", [decode]), ("mixed", [decode, chunk])],
+        points=running.size,
+        params=params,
+    )
     tpot = step.time_s
     admission = params.admission_wait_steps * tpot
     # Prompts ahead of a new request: share · (R − 1), each adding the step time its chunks add.
