@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, bindparam, null, select
+from sqlalchemy import Connection, Engine, Select, Subquery, bindparam, null, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from service.db.catalog_repository import (
     AcceleratorRepository,
@@ -339,13 +339,19 @@ CACHE_LIMIT = 512
 
 @dataclass(frozen=True, slots=True)
 class CatalogTokens:
-    """What one freshness query returned: each row's token (None: absent) and an extra value."""
+    """What one freshness query returned: each row's token (None: absent) and a linked value.
+
+    ``extra`` is the linked value (a calibration profile id, or None) and ``linked`` the token
+    of the accelerator row it names (a profile's source accelerator; None when there is no
+    value, or that accelerator is absent).
+    """
 
     model_id: str
     accelerator_id: str
     model: Token | None
     accelerator: Token | None
     extra: Any = None
+    linked: Token | None = None
 
     def require(self) -> None:
         """Raise NotFoundError for the first absent row (the model, then the accelerator)."""
@@ -363,12 +369,23 @@ def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) 
     ]
 
 
-def freshness_query(extra: ColumnElement[Any] | None = None) -> Select[Any]:
-    """Return the token query (binds ``model_id`` and ``accelerator_id``) with one extra column."""
-    return select(
+def freshness_query(linked: Subquery | None = None) -> Select[Any]:
+    """Return the token query (binds ``model_id`` and ``accelerator_id``).
+
+    ``linked`` is an optional one-row subquery with columns ``value`` (returned as ``extra``)
+    and ``accelerator`` (an accelerator id whose token is returned as ``linked``), joined in
+    the same statement so that a request still costs one round trip.
+    """
+    tokens = [
         *_token_columns(ModelRow, "model_id"),
         *_token_columns(AcceleratorRow, "accelerator_id"),
-        extra if extra is not None else null(),
+    ]
+    if linked is None:
+        return select(*tokens, null(), null(), null())
+    # An alias, so the target's token subqueries are not correlated with the joined row.
+    other = aliased(AcceleratorRow, name="linked_accelerator")
+    return select(*tokens, linked.c.value, other.version, other.updated_at).select_from(
+        linked.outerjoin(other, other.id == linked.c.accelerator)
     )
 
 
@@ -383,7 +400,7 @@ def read_tokens(
     accelerator_id: str,
     **params: Any,
 ) -> CatalogTokens:
-    """Run a ``freshness_query`` once and return both rows' tokens and the extra column."""
+    """Run a ``freshness_query`` once and return the rows' tokens and the linked value."""
     values = {"model_id": model_id, "accelerator_id": accelerator_id, **params}
     row = db.execute(query, values).one()
     return CatalogTokens(
@@ -392,6 +409,7 @@ def read_tokens(
         model=_token(row[0], row[1]),
         accelerator=_token(row[2], row[3]),
         extra=row[4],
+        linked=_token(row[5], row[6]),
     )
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Engine, bindparam, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Engine, Subquery, bindparam, func, select
+from sqlalchemy.orm import Session, aliased
 
 from service.db.calibration_repository import CalibrationRepository
 from service.db.models import AcceleratorRow, CalibrationProfileRow
@@ -36,6 +36,7 @@ from service.engine.efficiency import (
 )
 from service.engine.estimate import EstimateResult
 from service.engine.hardware import Accelerator
+from service.services.catalog import CatalogTokens, Token
 from service.services.errors import NotFoundError
 from service.services.representation import accelerator_from_row
 
@@ -157,26 +158,69 @@ def profile_id_column(backend: str | None, calibration: str) -> tuple[str, Colum
     return "auto-any", _newest_id(None)
 
 
+def linked_profile(backend: str | None, calibration: str) -> tuple[str, Subquery]:
+    """Return a cache key and the profile part of a request's freshness query.
+
+    A one-row subquery: ``value`` is the profile id ``calibration`` resolves to (None: none)
+    and ``accelerator`` the accelerator that profile was fitted on, whose spec sheet a
+    transfer reads (``freshness_query`` joins its token). Binds as ``profile_id_column``.
+    """
+    key, column = profile_id_column(backend, calibration)
+    chosen = select(column.label("id")).subquery("chosen_profile")
+    # An alias, so the profile id subqueries are not correlated with the joined row; its id
+    # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
+    profile = aliased(CalibrationProfileRow, name="linked_profile")
+    linked = select(
+        profile.id.label("value"), profile.accelerator.label("accelerator")
+    ).select_from(chosen.outerjoin(profile, profile.id == chosen.c.id))
+    return key, linked.subquery("linked")
+
+
+# Target accelerator token and source accelerator token a profile was resolved under.
+_Tokens = tuple[Token | None, Token | None]
+
+
 class ProfileCache:
-    """Resolved calibration profiles of one database (profiles are immutable once stored)."""
+    """Calibration profiles of one database resolved against accelerators.
+
+    Profiles are immutable once stored, but one applied to another accelerator is transferred
+    with both spec sheets (``transfer_efficiency``). An entry per (profile id, target id) is
+    reused while the target's token and the profile's source accelerator's token (both read
+    by the request's freshness query) are unchanged; an edit or deletion of either misses.
+    """
 
     def __init__(self) -> None:
-        self._resolved: dict[tuple[str, str], ResolvedEfficiency] = {}
+        self._resolved: dict[tuple[str, str], tuple[_Tokens, ResolvedEfficiency]] = {}
 
-    def resolve(self, session: Session, accelerator_id: str, profile_id: str) -> ResolvedEfficiency:
-        """Return the profile applied to ``accelerator_id``; NotFoundError if it is gone."""
-        key = (profile_id, accelerator_id)
-        hit = self._resolved.get(key)
+    def cached(self, tokens: CatalogTokens, profile_id: str) -> ResolvedEfficiency | None:
+        """Return the profile applied to the tokens' accelerator if cached under these tokens."""
+        entry = self._resolved.get((profile_id, tokens.accelerator_id))
+        if entry is None or entry[0] != (tokens.accelerator, tokens.linked):
+            return None
+        return entry[1]
+
+    def resolve(
+        self,
+        session: Session,
+        tokens: CatalogTokens,
+        profile_id: str,
+        accelerator: Accelerator,
+    ) -> ResolvedEfficiency:
+        """Return the profile applied to ``accelerator``; NotFoundError if it is gone.
+
+        ``accelerator`` is the target as of ``tokens``. A row edited after the tokens were
+        read is cached under the old tokens, so the next request resolves it again.
+        """
+        hit = self.cached(tokens, profile_id)
         if hit is None:
-            hit = resolve_efficiency(session, accelerator_id, None, profile_id)
-            if len(self._resolved) >= PROFILE_CACHE_LIMIT:
+            hit = resolve_efficiency(
+                session, tokens.accelerator_id, None, profile_id, accelerator=accelerator
+            )
+            key = (profile_id, tokens.accelerator_id)
+            if len(self._resolved) >= PROFILE_CACHE_LIMIT and key not in self._resolved:
                 self._resolved.clear()
-            self._resolved[key] = hit
+            self._resolved[key] = ((tokens.accelerator, tokens.linked), hit)
         return hit
-
-    def cached(self, accelerator_id: str, profile_id: str) -> ResolvedEfficiency | None:
-        """Return the resolved profile if it is cached."""
-        return self._resolved.get((profile_id, accelerator_id))
 
 
 PROFILE_CACHE_LIMIT = 256

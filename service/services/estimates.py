@@ -37,8 +37,8 @@ from service.services.efficiency_lookup import (
     NONE,
     ResolvedEfficiency,
     interval_columns,
+    linked_profile,
     profile_cache,
-    profile_id_column,
     uncalibrated,
 )
 from service.services.errors import NotFoundError, ServiceError
@@ -257,12 +257,16 @@ _QUERIES: dict[str, Select[Any]] = {}
 
 
 def _freshness(target: AnalysisTarget) -> tuple[Select[Any], dict[str, Any]]:
-    """Return the freshness query for a target's calibration choice and its extra parameters."""
+    """Return the freshness query for a target's calibration choice and its extra parameters.
+
+    Besides the model and accelerator tokens it reads the profile id the choice resolves to
+    and the token of that profile's source accelerator, all in one statement.
+    """
     if target.calibration == NONE:
         key, params = NONE, {}
-        column = None
+        linked = None
     else:
-        key, column = profile_id_column(target.backend, target.calibration)
+        key, linked = linked_profile(target.backend, target.calibration)
         params = (
             {"profile_id": target.calibration}
             if target.calibration != AUTO
@@ -270,7 +274,7 @@ def _freshness(target: AnalysisTarget) -> tuple[Select[Any], dict[str, Any]]:
         )
     query = _QUERIES.get(key)
     if query is None:
-        query = _QUERIES.setdefault(key, freshness_query(column))
+        query = _QUERIES.setdefault(key, freshness_query(linked))
     return query, params
 
 
@@ -302,7 +306,7 @@ class CatalogLookup:
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
             return Loaded(*entries, uncalibrated(entries[1]))
-        resolved = self.profiles.cached(target.accelerator, profile_id)
+        resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 
     def load(self, session: Session, tokens: CatalogTokens, target: AnalysisTarget) -> Loaded:
@@ -312,7 +316,7 @@ class CatalogLookup:
         resolved = (
             uncalibrated(accelerator)
             if profile_id is None
-            else self.profiles.resolve(session, target.accelerator, profile_id)
+            else self.profiles.resolve(session, tokens, profile_id, accelerator)
         )
         return Loaded(model, accelerator, resolved)
 
