@@ -9,7 +9,7 @@ stage idle (pp−1)/pp of the step, the pipeline bubble of an un-interleaved sch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -95,9 +95,13 @@ class StepCost:
     """All operators of one step plus fixed per-layer and per-step overheads."""
 
     phase: str
-    rows: tuple[OperatorRow, ...]
     overhead_s: FloatArray
     total: KernelCost  # the rows summed
+    # A step cut from a combined one (``part``) keeps the combined step and its points, and
+    # slices its rows and bound only when they are asked for.
+    whole: tuple[StepCost, slice] | None = None
+    _rows: list[tuple[OperatorRow, ...]] = field(default_factory=list, compare=False, repr=False)
+    _bound: list[npt.NDArray[np.str_]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def of(cls, phase: str, rows: Sequence[OperatorRow], overhead_s: FloatArray) -> StepCost:
@@ -105,12 +109,25 @@ class StepCost:
         total = rows[0].cost
         for row in rows[1:]:
             total = total + row.cost
-        return cls(phase, tuple(rows), overhead_s, total)
+        return cls(phase, overhead_s, total, None, [tuple(rows)])
 
     def part(self, phase: str, points: slice) -> StepCost:
         """Return the step restricted to a slice of its points, under another phase name."""
-        rows = tuple(OperatorRow(r.name, phase, r.kind, _sliced(r.cost, points)) for r in self.rows)
-        return StepCost(phase, rows, self.overhead_s[points], _sliced(self.total, points))
+        return StepCost(phase, self.overhead_s[points], _sliced(self.total, points), (self, points))
+
+    @property
+    def rows(self) -> tuple[OperatorRow, ...]:
+        """The operators of the step, in execution order."""
+        if not self._rows:
+            assert self.whole is not None  # a step built by ``of`` has its rows
+            whole, points = self.whole
+            self._rows.append(
+                tuple(
+                    OperatorRow(r.name, self.phase, r.kind, _sliced(r.cost, points))
+                    for r in whole.rows
+                )
+            )
+        return self._rows[0]
 
     @property
     def time_s(self) -> FloatArray:
@@ -129,7 +146,16 @@ class StepCost:
         """Name the term whose rows take the most time: compute, memory or communication.
 
         Each row counts wholly towards its own bound; only communication rows carry link time.
+        Computed once per step (and once for all the parts of a combined step).
         """
+        if self.whole is not None:
+            whole, points = self.whole
+            return whole.bound[points]
+        if not self._bound:
+            self._bound.append(self._bound_of_rows())
+        return self._bound[0]
+
+    def _bound_of_rows(self) -> npt.NDArray[np.str_]:
         shape = np.shape(self.overhead_s)
         compute, memory, link = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         for row in self.rows:
