@@ -55,6 +55,8 @@ def serve(
     """Run the HTTP API with uvicorn (migrating and seeding once before workers start)."""
     import uvicorn
 
+    from service.api.logs import configure_logging
+    from service.api.workers import Supervisor, WorkerConfig, reuse_port_supported
     from service.services.bootstrap import prepare_database
 
     settings = Settings()
@@ -66,6 +68,10 @@ def serve(
     # Workers must not race each other on migrations or seeding: it is done above.
     os.environ["RIDGELINE_MIGRATE_ON_STARTUP"] = "false"
     os.environ["RIDGELINE_SEED_ON_STARTUP"] = "false"
+    if workers > 1 and reuse_port_supported():
+        configure_logging(settings.log_level)
+        Supervisor(WorkerConfig(host, port, settings.log_level.lower()), workers).run()
+        return
     uvicorn.run(
         "service.api.app:create_app",
         factory=True,

@@ -46,6 +46,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=API_VERSION,
         summary="Roofline estimates of LLM inference speed and cost per accelerator.",
         lifespan=lifespan,
+        # No OpenTelemetry here (metrics are Prometheus): skips FastAPI's per-request checks.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.state.metrics = metrics

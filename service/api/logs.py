@@ -19,6 +19,7 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,  # which worker process wrote the line
             "message": record.getMessage(),
         }
         fields = getattr(record, "fields", None)

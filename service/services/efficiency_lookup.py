@@ -191,6 +191,18 @@ class ProfileCache:
 
     def __init__(self) -> None:
         self._resolved: dict[tuple[str, str], tuple[_Tokens, ResolvedEfficiency]] = {}
+        self._priors: dict[str, tuple[Any, ResolvedEfficiency]] = {}
+
+    def uncalibrated(self, tokens: CatalogTokens, accelerator: Accelerator) -> ResolvedEfficiency:
+        """Return ``uncalibrated(accelerator)``, reused while the accelerator's token holds."""
+        entry = self._priors.get(tokens.accelerator_id)
+        if entry is not None and entry[0] == tokens.accelerator:
+            return entry[1]
+        priors = uncalibrated(accelerator)
+        if len(self._priors) >= PROFILE_CACHE_LIMIT and tokens.accelerator_id not in self._priors:
+            self._priors.clear()
+        self._priors[tokens.accelerator_id] = (tokens.accelerator, priors)
+        return priors
 
     def cached(self, tokens: CatalogTokens, profile_id: str) -> ResolvedEfficiency | None:
         """Return the profile applied to the tokens' accelerator if cached under these tokens."""

@@ -39,7 +39,6 @@ from service.services.efficiency_lookup import (
     interval_columns,
     linked_profile,
     profile_cache,
-    uncalibrated,
 )
 from service.services.errors import NotFoundError, ServiceError
 
@@ -97,8 +96,8 @@ def finite_or_none(value: float | None) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def json_floats(values: npt.ArrayLike) -> list[float | None]:
-    """Return an array as a list of floats with None in place of NaN and infinities."""
+def json_floats(values: npt.ArrayLike) -> list[Any]:
+    """Return an array as (nested) lists of floats with None in place of NaN and infinities."""
     array = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(array)
     if finite.all():
@@ -158,7 +157,8 @@ _POINT_FLOATS = (
 
 def _points(result: EstimateResult, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Turn the engine's columns into one JSON object per batch size (columns converted once)."""
-    columns = [json_floats(getattr(result, name)) for name in _POINT_FLOATS]
+    stacked = np.vstack([getattr(result, name) for name in _POINT_FLOATS])
+    columns = json_floats(stacked)
     return [
         {
             "batch_size": batch,
@@ -305,7 +305,7 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(*entries, uncalibrated(entries[1]))
+            return Loaded(*entries, self.profiles.uncalibrated(tokens, entries[1]))
         resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 
@@ -314,7 +314,7 @@ class CatalogLookup:
         model, accelerator = self.catalog.load(session, tokens)
         profile_id = self._profile_id(tokens, target)
         resolved = (
-            uncalibrated(accelerator)
+            self.profiles.uncalibrated(tokens, accelerator)
             if profile_id is None
             else self.profiles.resolve(session, tokens, profile_id, accelerator)
         )
