@@ -250,6 +250,9 @@ def _columns(
     def gb(x: npt.ArrayLike) -> FloatArray:
         return full(np.asarray(x, dtype=np.float64) / 1e9)
 
+    def labels(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
+
     memory = p.memory
     return {
         "batch_size": batches.copy(),
@@ -265,11 +268,11 @@ def _columns(
         "decode_arithmetic_intensity_flop_per_byte": full(
             p.decode.arithmetic_intensity_flop_per_byte
         ),
-        "decode_bound": np.broadcast_to(p.decode.bound, shape).copy(),
+        "decode_bound": labels(p.decode.bound),
         "prefill_arithmetic_intensity_flop_per_byte": full(
             p.prefill.arithmetic_intensity_flop_per_byte
         ),
-        "prefill_bound": np.broadcast_to(p.prefill.bound, shape).copy(),
+        "prefill_bound": labels(p.prefill.bound),
         "weights_gb": gb(memory.weights_bytes),
         "kv_cache_gb": gb(memory.kv_cache_bytes),
         "activations_gb": gb(memory.activations_bytes),
@@ -277,7 +280,7 @@ def _columns(
         "total_gb": gb(memory.total_bytes),
         "capacity_gb": gb(memory.capacity_bytes),
         "usable_gb": gb(memory.usable_bytes),
-        "fits": np.broadcast_to(memory.fits, shape).copy(),
+        "fits": labels(memory.fits),
         "usd_per_million_output_tokens": full(p.usd_out),
         "usd_per_million_input_tokens": full(p.usd_in),
         "energy_per_output_token_j": full(energy_per_token_j(tdp_w, gpus, p.output_tps)),

@@ -141,6 +141,31 @@ def link_bytes_s(accelerator: Accelerator) -> float:
     return gb_s * 1e9
 
 
+@dataclass(frozen=True, slots=True)
+class GemmRates:
+    """One dtype's GEMM figures on one accelerator (or per point of a stack) and parameter set."""
+
+    peak_flops_s: float | FloatArray  # dense peak × best-shape efficiency
+    half_rows: float
+    half_columns: float
+    bandwidth_bytes_s: float | FloatArray  # HBM bandwidth × GEMM streaming fraction
+    latency_s: float
+
+    @classmethod
+    def of(cls, compute_dtype: str, accelerator: Hardware, params: EfficiencyParams) -> GemmRates:
+        eff_max: float | FloatArray = params.gemm_compute_efficiency(compute_dtype)
+        if isinstance(accelerator, AcceleratorStack):
+            eff_max = eff_max * accelerator.gemm_efficiency_scale(dtype_group(compute_dtype))
+        bandwidth_fraction = params.gemm_memory_bandwidth_efficiency(compute_dtype)
+        return cls(
+            peak_flops_s=hardware_peak_flops_s(accelerator, compute_dtype) * eff_max,
+            half_rows=params.gemm_half_efficiency_rows(compute_dtype),
+            half_columns=params.gemm_half_efficiency_columns(compute_dtype),
+            bandwidth_bytes_s=accelerator.memory_bandwidth_bytes_s * bandwidth_fraction,
+            latency_s=params.gemm_kernel_latency_us(compute_dtype) * 1e-6,
+        )
+
+
 def gemm_cost(
     m: npt.ArrayLike,
     n: npt.ArrayLike,
@@ -151,12 +176,16 @@ def gemm_cost(
     activation_bytes_per_element: float,
     accelerator: Hardware,
     params: EfficiencyParams,
+    rates: GemmRates | None = None,
 ) -> KernelCost:
     """Cost one GEMM x[m, k] · W[k, n]; m = 0 costs nothing.
 
     compute: 2mnk / (peak · eff_max · m/(m + m_half) · n/(n + n_half)); memory: weights + input +
     output bytes at the dtype's GEMM bandwidth fraction; plus the dtype's launch latency.
+    ``rates`` (``GemmRates.of`` the same dtype, accelerator and params) skips their lookup.
     """
+    if rates is None:
+        rates = GemmRates.of(compute_dtype, accelerator, params)
     m_, n_, k_ = as_array(m), _number_or_array(n), _number_or_array(k)
     active = m_ > 0
     weight_elements = n_ * k_
@@ -165,22 +194,11 @@ def gemm_cost(
     # Weights + input rows + output rows; nothing moves when m = 0.
     row_bytes = k_ * activation_bytes_per_element + n_ * out_bytes
     nbytes = np.where(active, weight_elements * weight_bytes_per_element + m_ * row_bytes, 0.0)
-    eff_max: float | FloatArray = params.gemm_compute_efficiency(compute_dtype)
-    if isinstance(accelerator, AcceleratorStack):
-        eff_max = eff_max * accelerator.gemm_efficiency_scale(dtype_group(compute_dtype))
-    m_half = params.gemm_half_efficiency_rows(compute_dtype)
-    n_half = params.gemm_half_efficiency_columns(compute_dtype)
     # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
-    seconds_per_row = (
-        2.0 * k_ * (n_ + n_half) / (hardware_peak_flops_s(accelerator, compute_dtype) * eff_max)
-    )
-    compute_s = np.where(active, (m_ + m_half) * seconds_per_row, 0.0)
-    bandwidth = accelerator.memory_bandwidth_bytes_s * params.gemm_memory_bandwidth_efficiency(
-        compute_dtype
-    )
-    memory_s = nbytes / bandwidth
-    latency_s = params.gemm_kernel_latency_us(compute_dtype) * 1e-6
-    time_s = np.maximum(compute_s, memory_s) + np.where(active, latency_s, 0.0)
+    seconds_per_row = 2.0 * k_ * (n_ + rates.half_columns) / rates.peak_flops_s
+    compute_s = np.where(active, (m_ + rates.half_rows) * seconds_per_row, 0.0)
+    memory_s = nbytes / rates.bandwidth_bytes_s
+    time_s = np.maximum(compute_s, memory_s) + np.where(active, rates.latency_s, 0.0)
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 

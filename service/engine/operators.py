@@ -18,6 +18,7 @@ from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.efficiency import EfficiencyParams
 from service.engine.kernels import (
     FloatArray,
+    GemmRates,
     Hardware,
     KernelCost,
     as_array,
@@ -216,14 +217,16 @@ class _StepBuilder:
         self.logit_rows = sum((g.sequences for g in self.groups), np.zeros(shape))
         self.rows: list[OperatorRow] = []
         self.tp = float(parallelism.tp)
+        self.rates: dict[str, GemmRates] = {}  # per compute dtype, looked up once per step
 
     def gemm(self, m: FloatArray, n: float, k: float, *, quantized: bool = True) -> KernelCost:
         prec = self.prec
+        dtype = prec.compute_dtype if quantized else prec.unquantized_dtype
         return gemm_cost(
             m,
             n,
             k,
-            compute_dtype=prec.compute_dtype if quantized else prec.unquantized_dtype,
+            compute_dtype=dtype,
             weight_bytes_per_element=(
                 prec.weight_bytes_per_element if quantized else prec.unquantized_bytes_per_element
             ),
@@ -234,7 +237,14 @@ class _StepBuilder:
             ),
             accelerator=self.acc,
             params=self.params,
+            rates=self._rates(dtype),
         )
+
+    def _rates(self, dtype: str) -> GemmRates:
+        rates = self.rates.get(dtype)
+        if rates is None:
+            rates = self.rates[dtype] = GemmRates.of(dtype, self.acc, self.params)
+        return rates
 
     def add(self, name: str, kind: str, cost: KernelCost) -> None:
         fields = _fields(cost)
