@@ -67,8 +67,15 @@ class Run:
 
     latencies_s: list[float] = field(default_factory=list)
     errors: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)
     non_2xx: int = 0
     elapsed_s: float = 0.0
+
+    def failed(self, exc: Exception) -> None:
+        """Count a transport failure by its kind."""
+        self.errors += 1
+        kind = f"{type(exc).__name__}: {exc}"[:120]
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
     def row(self, name: str, mode: str) -> str:
         done = len(self.latencies_s)
@@ -112,14 +119,26 @@ class Connections:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def send(self, request: bytes) -> int:
-        conn = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        reused = bool(self.idle)
+        conn = self.idle.pop() if reused else await self._open()
         try:
+            status = await exchange(*conn, request)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            conn[1].close()
+            if not reused:
+                raise
+            # The server closed this idle keep-alive connection (uvicorn: after 5 s idle) as
+            # the request went out: resend once on a new connection, as HTTP clients do.
+            conn = await self._open()
             status = await exchange(*conn, request)
         except Exception:
             conn[1].close()
             raise
         self.idle.append(conn)
         return status
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(self.host, self.port)
 
     def close(self) -> None:
         for _, writer in self.idle:
@@ -137,8 +156,8 @@ async def saturate(pool: Connections, request: bytes, concurrency: int, duration
             start = time.perf_counter()
             try:
                 status = await pool.send(request)
-            except Exception:
-                run.errors += 1
+            except Exception as exc:
+                run.failed(exc)
                 continue
             run.latencies_s.append(time.perf_counter() - start)
             run.non_2xx += status >= 300
@@ -158,8 +177,8 @@ async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s:
     async def one(scheduled: float) -> None:
         try:
             status = await pool.send(request)
-        except Exception:
-            run.errors += 1
+        except Exception as exc:
+            run.failed(exc)
             return
         run.latencies_s.append(time.perf_counter() - scheduled)
         run.non_2xx += status >= 300
@@ -241,6 +260,8 @@ async def measure(url: str, duration_s: float, concurrency: int, rate: float) ->
             run = await runner
             rows.append(run.row(name, mode))
             print(rows[-1], flush=True)
+            for kind, count in run.error_kinds.items():
+                print(f"  {count} x {kind}", flush=True)
         pool.close()
     return rows
 
