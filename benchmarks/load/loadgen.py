@@ -68,6 +68,7 @@ class Run:
     latencies_s: list[float] = field(default_factory=list)
     errors: int = 0
     error_kinds: dict[str, int] = field(default_factory=dict)
+    resent: int = 0  # sent again after the server closed an idle keep-alive connection
     non_2xx: int = 0
     elapsed_s: float = 0.0
 
@@ -83,7 +84,7 @@ class Run:
         rate = done / self.elapsed_s if self.elapsed_s else 0.0
         return (
             f"| {name} | {mode} | {rate:,.0f} | {np.percentile(ms, 50):.2f} | "
-            f"{np.percentile(ms, 99):.2f} | {self.non_2xx} | {self.errors} |"
+            f"{np.percentile(ms, 99):.2f} | {self.non_2xx} | {self.errors} | {self.resent} |"
         )
 
 
@@ -117,6 +118,7 @@ class Connections:
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.resent = 0  # requests resent after the server closed an idle connection
 
     async def send(self, request: bytes) -> int:
         reused = bool(self.idle)
@@ -129,6 +131,7 @@ class Connections:
                 raise
             # The server closed this idle keep-alive connection (uvicorn: after 5 s idle) as
             # the request went out: resend once on a new connection, as HTTP clients do.
+            self.resent += 1
             conn = await self._open()
             status = await exchange(*conn, request)
         except Exception:
@@ -257,7 +260,9 @@ async def measure(url: str, duration_s: float, concurrency: int, rate: float) ->
             (f"saturation, {concurrency} conns", saturate(pool, request, concurrency, duration_s)),
             (f"fixed {rate:g} req/s", fixed_rate(pool, request, rate, duration_s)),
         ):
+            resent_before = pool.resent
             run = await runner
+            run.resent = pool.resent - resent_before
             rows.append(run.row(name, mode))
             print(rows[-1], flush=True)
             for kind, count in run.error_kinds.items():
@@ -295,12 +300,13 @@ def main() -> None:
         f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
         "access logs, rate limits off; the load generator shares the machine.",
         f"Each run {args.duration:g} s after a warm-up; latency in ms; "
-        f"`non-2xx` and `errors` (transport) count failures.",
+        "`non-2xx` and `errors` (transport) count failures; `resent` counts requests sent again "
+        "on a new connection because the server had just closed the idle keep-alive one.",
         f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
         "(above ~2, other processes competed for the 2 cores).",
         "",
-        "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors | resent |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     args.output.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {args.output}")
