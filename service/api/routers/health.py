@@ -16,7 +16,7 @@ router = APIRouter(tags=["service"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """Report that the process is alive."""
     return {"status": "ok"}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
-from service.api.deps import CatalogDep, ReadAccess, WriteAccess
+from service.api.deps import CatalogDep, ReadAccess, WriteAccess, read_catalog
 from service.api.limits import problem_responses
 from service.api.routers.conditional import (
     check_body_id,
@@ -26,15 +26,18 @@ READ_ONLY = ("total_params", "active_params", "origin", "version", "created_at",
 
 
 @router.get("", response_model=ListPage[Model], dependencies=[ReadAccess])
-def list_models(
-    catalog: CatalogDep,
+async def list_models(
+    request: Request,
     family: str | None = None,
     moe: bool | None = Query(default=None, description="true: only MoE; false: only dense."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:
     """List models ordered by id, filtered and paginated by an opaque cursor."""
-    page = catalog.list_models(family=family, moe=moe, cursor=cursor, limit=limit)
+    page = await read_catalog(
+        request,
+        lambda catalog: catalog.list_models(family=family, moe=moe, cursor=cursor, limit=limit),
+    )
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
@@ -53,9 +56,10 @@ def import_model(body: ModelImport, catalog: CatalogDep) -> Response:
 
 
 @router.get("/{model_id}", response_model=Model, dependencies=[ReadAccess])
-def get_model(model_id: str, catalog: CatalogDep, if_none_match: IfNoneMatch = None) -> Response:
+async def get_model(model_id: str, request: Request, if_none_match: IfNoneMatch = None) -> Response:
     """Return one model with a strong ETag (304 when If-None-Match matches)."""
-    return representation_response(catalog.get_model(model_id), if_none_match=if_none_match)
+    representation = await read_catalog(request, lambda catalog: catalog.get_model(model_id))
+    return representation_response(representation, if_none_match=if_none_match)
 
 
 @router.post(
