@@ -397,6 +397,7 @@ class AnalysisService:
             **_target_echo(target),
             "compute_dtype": result.compute_dtype,
             "calibration": resolved.calibration,
+            "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,
             "overhead_ms": finite_or_none(result.overhead_ms),

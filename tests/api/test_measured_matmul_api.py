@@ -77,3 +77,20 @@ def test_invalid_measurements_rejected(
 def test_mi300x_uncalibrated_uses_measured_prior(client: TestClient) -> None:
     answer = estimate(client, "mi300x")
     assert answer["efficiency_prior"] == "measured_matmul"
+
+
+def test_intensity_names_its_prior_like_the_estimate(client: TestClient) -> None:
+    body = {
+        "model": "llama-3.1-8b",
+        "phase": "prefill",
+        "batch_size": 1,
+        "context_tokens": 4096,
+        "calibration": "none",
+    }
+    priors = {}
+    for accelerator in ("mi300x", "h100-sxm"):
+        response = client.post("/v1/intensity", json={**body, "accelerator": accelerator})
+        assert response.status_code == 200, response.text
+        priors[accelerator] = response.json()["efficiency_prior"]
+        assert priors[accelerator] == estimate(client, accelerator)["efficiency_prior"]
+    assert priors["mi300x"] == "measured_matmul"

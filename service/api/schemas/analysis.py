@@ -121,6 +121,15 @@ class CalibrationOut(BaseModel):
     transferred_from: str | None = None
 
 
+EfficiencyPrior = Literal["measured_matmul", "default"] | None
+EFFICIENCY_PRIOR_FIELD: Any = Field(
+    default=None,
+    description="GEMM compute-efficiency prior: the accelerator's measured matmul fraction "
+    "(MAMF / peak; also when it scaled a transferred profile), the H100-derived default, "
+    "or null when a profile fitted on this accelerator supplies it.",
+)
+
+
 class IntensityResponse(BaseModel):
     """Answer of POST /v1/intensity."""
 
@@ -133,6 +142,7 @@ class IntensityResponse(BaseModel):
     parallelism: ParallelismIn
     compute_dtype: Dtype
     calibration: CalibrationOut | None
+    efficiency_prior: EfficiencyPrior = EFFICIENCY_PRIOR_FIELD
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None = Field(
         description="Smallest decode batch whose weight GEMMs are compute-bound; null if none."
@@ -218,12 +228,7 @@ class EstimateResponse(BaseModel):
     output_tokens: int
     gpus_per_replica: int
     calibration: CalibrationOut | None
-    efficiency_prior: Literal["measured_matmul", "default"] | None = Field(
-        default=None,
-        description="GEMM compute-efficiency prior: the accelerator's measured matmul fraction "
-        "(MAMF / peak; also when it scaled a transferred profile), the H100-derived default, "
-        "or null when a profile fitted on this accelerator supplies it.",
-    )
+    efficiency_prior: EfficiencyPrior = EFFICIENCY_PRIOR_FIELD
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None
     max_batch_size: int = Field(description="Sequences whose KV cache fits beside the weights.")
