@@ -189,6 +189,13 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 
 
 @pytest.fixture
+def other_worker(settings: Settings) -> Iterator[TestClient]:
+    """A second app on the same database: its own engine, so its own caches (a cold process)."""
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
 def db_session(settings: Settings) -> Iterator[Session]:
     """A session on the test database that commits when the test ends without error."""
     engine = make_engine(settings.database_url)

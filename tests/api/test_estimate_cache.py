@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.app import create_app
 from service.client.measurement_files import read_measurement_file
 from service.services.catalog import CatalogService
-from service.settings import Settings
 
 GEMM = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
 
@@ -35,13 +32,6 @@ def estimate(client: TestClient, **overrides: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
-
-
-@pytest.fixture
-def other_worker(settings: Settings) -> Iterator[TestClient]:
-    """A second app on the same database: its own engine, so its own caches (a cold process)."""
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        yield client
 
 
 def test_repeated_estimates_load_rows_once(

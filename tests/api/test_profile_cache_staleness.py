@@ -8,7 +8,7 @@ process with cold caches computes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,6 @@ def estimate(client: TestClient, **overrides: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
-
-
-@pytest.fixture
-def other_worker(settings: Settings) -> Iterator[TestClient]:
-    """A second app on the same database: its own engine, so its own caches (a cold process)."""
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        yield client
 
 
 @pytest.fixture
