@@ -20,16 +20,16 @@ class ServingState:
     """Steady-state times of a closed loop, one entry per concurrency (seconds unless named)."""
 
     running: FloatArray  # requests in the step stream (concurrency capped by KV-cache room)
-    step: StepCost  # the average mixed step: decode tokens + amortised prefill tokens
-    first_token_step: StepCost  # a step carrying one chunk of a new request's prompt
-    decode_only: StepCost  # the same running batch without prefill work
+    mixed_step: StepCost  # the R decode tokens plus the prompt chunks that share a step
+    decode_only: StepCost  # the running batch's decode step without prefill work
     prefill_chunks: FloatArray
+    prompt_s: FloatArray  # step time one prompt adds to the steps its chunks run in
     ttft_s: FloatArray
     tpot_s: FloatArray
     queue_wait_s: FloatArray
     e2e_s: FloatArray
     requests_per_s: FloatArray
-    prefill_time_share: FloatArray  # fraction of step time spent on prefill tokens
+    prefill_time_share: FloatArray  # fraction of the GPU's step time spent on prefill tokens
 
 
 def serving_state(
@@ -46,19 +46,31 @@ def serving_state(
 ) -> ServingState:
     """Model a closed loop of ``concurrency`` clients against continuous batching.
 
-    - Running requests R = min(C, max_running); each step carries R decode tokens plus, on
-      average, R·S_in/S_out prefill tokens (one prompt per S_out steps per slot), priced as one
-      unified GEMM pass with attention per request (decode at mean context S_in + S_out/2).
-    - TPOT = mean step time.
-    - A new request waits ``admission_wait_steps`` steps, then behind the prompts queued ahead of
-      it, then its prompt runs in n = ceil(S_in / prefill_chunk_tokens) chunks, each in a step
-      beside the R decode tokens. Prompts ahead: ``prefill_queue_share`` · (R − 1) (0 when
-      arrivals are spread over the decode cycle, ½ for lockstep waves of equal-length closed-loop
-      clients: half the wave is ahead on average), each costing the time its n chunks add to
-      their steps (mixed step minus the decode-only step).
+    - Running requests R = min(C, max_running). The running batch decodes in steps of R tokens
+      (attention per request at the mean context S_in + S_out/2): the decode-only step.
+    - A prompt runs in n = ceil(S_in / prefill_chunk_tokens) chunks. Engines schedule a chunk
+      whole (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's
+      max_num_tokens bound it), not spread thinly over many steps, so a chunk shares its step
+      with the R decode tokens and with the other chunks that arrive in that step: one while
+      fewer than one chunk arrives per step of a slot's cycle (R prompts of n chunks over
+      n + S_out − 1 steps), else that rate. Each prompt adds ``prompt_s`` = n · (that step −
+      the decode-only step) / (chunks in the step) to the steps it runs in. Engines that run
+      prompts in prefill-only batches and pause decoding meanwhile (SGLang's default) add about
+      the same time.
+    - Per cycle of one slot (arrival to last token) each of the other R − 1 slots prefills one
+      prompt. A share q = ``prefill_queue_share`` of them runs before the new request's first
+      token (in its TTFT); the rest, (1 − q)·(R − 1), runs while it decodes, in its S_out − 1
+      decode steps (TPOT, as benchmark clients measure it, excludes the first token):
+      TPOT = decode-only step + (1 − q)·(R − 1)·prompt_s / (S_out − 1). q = 0 when arrivals
+      spread over the decode cycle (each finds the prefill queue empty), ½ for lockstep waves of
+      equal-length closed-loop clients (half the wave is ahead on average), which prefill-first
+      schedulers keep in step.
+    - TTFT = admission wait (``admission_wait_steps`` decode-only steps) + q·(R − 1)·prompt_s
+      + its own n chunk steps (n decode-only steps + prompt_s).
     - Waiting for a slot when C > R (closed loop, Little's law): each request's service time
-      T = admission + prompts ahead + prefill + (S_out − 1)·TPOT; throughput X = R / T, response
-      time C / X, so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
+      T = TTFT without the slot wait + (S_out − 1)·TPOT = admission + (n + S_out − 1) decode-only
+      steps + all R prompts of the cycle, whatever q; throughput X = R / T, response time C / X,
+      so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
     """
     c = np.asarray(concurrency, dtype=np.float64)
     limit = np.asarray(max_running, dtype=np.float64)
@@ -67,41 +79,46 @@ def serving_state(
     s_out = np.asarray(output_tokens, dtype=np.float64)
 
     decode = AttentionGroup.of(running, 1.0, s_in + s_out / 2.0)
-    prompts = AttentionGroup.of(running / s_out, s_in, 0.0)
     chunks = np.ceil(s_in / params.prefill_chunk_tokens)
-    chunk = AttentionGroup.of(
-        np.ones_like(running), s_in / chunks, s_in * (chunks - 1) / (2 * chunks)
-    )
-    step, decode_only, first = step_costs(
+    chunk_tokens = s_in / chunks
+    decode_steps = np.maximum(s_out - 1.0, 0.0)
+    # Chunks that share a step: one while fewer than one chunk arrives per step of the cycle
+    # (R prompts of n chunks over n + S_out − 1 steps), else that rate.
+    per_step = np.maximum(running * chunks / (chunks + decode_steps), 1.0)
+    shared = AttentionGroup.of(per_step, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
+    decode_only, mixed = step_costs(
         model,
         accelerator,
         precision=precision,
         parallelism=parallelism,
-        steps=[("mixed", [decode, prompts]), ("decode", [decode]), ("mixed", [decode, chunk])],
+        steps=[("decode", [decode]), ("mixed", [decode, shared])],
         points=running.size,
         params=params,
     )
-    tpot = step.time_s
-    admission = params.admission_wait_steps * tpot
-    # Prompts ahead of a new request: share · (R − 1), each adding the step time its chunks add.
-    prompt_s = chunks * np.maximum(first.time_s - decode_only.time_s, 0.0)
-    behind_prompts = params.prefill_queue_share * np.maximum(running - 1.0, 0.0) * prompt_s
-    first_token = admission + behind_prompts + chunks * first.time_s
-    service = first_token + (s_out - 1.0) * tpot
+    decode_s = decode_only.time_s
+    prompt_s = chunks * np.maximum(mixed.time_s - decode_s, 0.0) / per_step
+    others = np.maximum(running - 1.0, 0.0)
+    share = params.prefill_queue_share
+    # the other prompts of the cycle that run while this request decodes
+    behind_s = (1.0 - share) * others * prompt_s
+    tpot = decode_s + np.where(decode_steps > 0, behind_s / np.maximum(decode_steps, 1.0), 0.0)
+    own_s = chunks * decode_s + prompt_s
+    first_token = params.admission_wait_steps * decode_s + share * others * prompt_s + own_s
+    service = first_token + decode_steps * decode_s + behind_s
     queue_wait = (c / running - 1.0) * service
     ttft = queue_wait + first_token
-    e2e = ttft + (s_out - 1.0) * tpot
-    share = np.clip((tpot - decode_only.time_s) / tpot, 0.0, 1.0)
+    e2e = ttft + decode_steps * tpot
+    busy_s = (chunks + decode_steps) * decode_s + running * prompt_s
     return ServingState(
         running=running,
-        step=step,
-        first_token_step=first,
+        mixed_step=mixed,
         decode_only=decode_only,
         prefill_chunks=np.broadcast_to(chunks, np.shape(running)).astype(np.float64),
+        prompt_s=prompt_s,
         ttft_s=ttft,
         tpot_s=tpot,
         queue_wait_s=queue_wait,
         e2e_s=e2e,
         requests_per_s=running / service,
-        prefill_time_share=share,
+        prefill_time_share=np.clip(running * prompt_s / busy_s, 0.0, 1.0),
     )

@@ -57,6 +57,8 @@ STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_overhead_us")
 QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share")
 SERVING_NAMES = (*STATIC_NAMES, *QUEUE_NAMES)
 ROUNDS = 3
+STAGE_ROUNDS = 50  # alternations of the overhead and queue stages at most
+SHARE_TOLERANCE = 1e-5  # queue-share change that ends the alternation
 MAX_FOLDS = 10  # cross-validation folds at most; more groups are merged (quality.py)
 EXACT_LOG_TOLERANCE = 1e-6  # bilinear response vs the engine at the solution
 
@@ -135,10 +137,29 @@ def _fit_response(
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
 
-    Only targets in ``use`` enter. TPOT and static latencies do not depend on the queue terms,
-    so the stages are exact; the split keeps TTFT's queueing from being absorbed into per-step
-    overheads. Parameters not in ``names`` keep their value in ``values``.
+    Only targets in ``use`` enter. The split keeps TTFT's queueing from being absorbed into
+    per-step overheads. TPOT depends on the queue share (the prompts a request does not wait
+    behind run while it decodes), so the two stages alternate until the share settles.
+    Parameters not in ``names`` keep their value in ``values``.
     """
+    current: dict[str, float] = dict(values)
+    se: dict[str, float] = {}
+    for _ in range(STAGE_ROUNDS):
+        before = current.get("prefill_queue_share", 0.0)
+        current, se = _fit_stages(resp, predictor, use, current, names)
+        if abs(current.get("prefill_queue_share", 0.0) - before) <= SHARE_TOLERANCE:
+            break
+    return current, se
+
+
+def _fit_stages(
+    resp: Response,
+    predictor: RunPredictor,
+    use: NDArray[np.bool_],
+    values: Mapping[str, float],
+    names: Sequence[str],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """One pass of the two stages: overheads on step times, then queue terms on TTFT."""
     is_ttft = predictor.serving & (predictor.target_output == OUTPUTS.index("ttft_ms"))
     current, se = dict(values), {}
     stages = (

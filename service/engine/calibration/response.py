@@ -2,8 +2,9 @@
 
 With the kernel efficiencies fixed, the engine's step times are affine in the host overheads
 ``x`` (per layer, per step, per sequence: ``operators.step_cost`` adds them to every step), and
-serving TTFT adds the queue terms ``q`` (admission wait, queue share) multiplied by step-time
-differences, so every prediction is bilinear:
+serving TTFT and TPOT add the queue terms ``q`` (admission wait, queue share: which of the other
+prompts run before the first token and which during decoding) multiplied by step times and
+step-time differences, so every prediction is bilinear:
 
     p(x, q) = b + D_x·(x − x₀) + (q − q₀)·(D_q + C·(x − x₀))
 

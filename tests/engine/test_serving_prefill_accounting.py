@@ -1,0 +1,106 @@
+"""Serving steady state: where the other requests' prompts land (TTFT or the decode window)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.estimate import estimate
+from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.serving import ServingState, serving_state
+from service.engine.shapes import ModelShape
+
+CONCURRENCY = np.array([1.0, 2.0, 8.0, 32.0, 128.0])
+
+
+def _state(
+    model: ModelShape,
+    h100: Accelerator,
+    s_in: float,
+    s_out: float,
+    params: EfficiencyParams = DEFAULT_EFFICIENCY,
+) -> ServingState:
+    """Every client holds a slot (no KV-cache cap)."""
+    return serving_state(
+        model,
+        h100,
+        concurrency=CONCURRENCY,
+        max_running=0.0,
+        input_tokens=s_in,
+        output_tokens=s_out,
+        precision=Precision(),
+        parallelism=Parallelism(),
+        params=params,
+    )
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_a_lone_client_decodes_at_the_decode_step(
+    llama8b: ModelShape, h100: Accelerator, share: float
+) -> None:
+    state = _state(llama8b, h100, 2048, 256, DEFAULT_EFFICIENCY.replace(prefill_queue_share=share))
+    assert state.tpot_s[0] == pytest.approx(state.decode_only.time_s[0], rel=1e-12)
+    # others' prompts slow the decode window unless all of them run ahead (share 1)
+    if share < 1.0:
+        assert np.all(state.tpot_s[1:] > state.decode_only.time_s[1:])
+    else:
+        np.testing.assert_allclose(state.tpot_s, state.decode_only.time_s, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("s_in", "s_out"), [(128, 2), (1024, 128), (2048, 1024), (20000, 64)])
+def test_prompts_move_between_ttft_and_the_decode_window(
+    llama8b: ModelShape, h100: Accelerator, s_in: int, s_out: int
+) -> None:
+    spread = _state(llama8b, h100, s_in, s_out)
+    waves = _state(llama8b, h100, s_in, s_out, DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5))
+    gained = waves.ttft_s - spread.ttft_s
+    lost = (s_out - 1) * (spread.tpot_s - waves.tpot_s)
+    np.testing.assert_allclose(gained, lost, rtol=1e-9, atol=1e-12)
+    # half of the other R − 1 prompts change sides
+    np.testing.assert_allclose(gained, 0.5 * (CONCURRENCY - 1) * spread.prompt_s, rtol=1e-9)
+    # every slot still prefills R prompts per cycle: the cycle and the throughput do not move
+    np.testing.assert_allclose(waves.e2e_s, spread.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(waves.requests_per_s, spread.requests_per_s, rtol=1e-12)
+
+
+def test_the_prefill_in_a_decode_window_does_not_depend_on_the_answer_length(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    # Fewer than one prompt per step: each of the other R − 1 prompts runs as one 2048-token
+    # chunk beside the decode tokens, wherever it lands, so the time the prompts add to a
+    # request's decode window is R − 1 prompts, however many steps the window has. (Spreading
+    # R/S_out prompts as slivers over every step instead charges per-step prefill kernel launches
+    # S_out − 1 times and lets slivers hide under memory-bound steps: 88 ms at S_out = 128 and
+    # 825 ms at 2048 for R = 8 here.)
+    added = []
+    for s_out in (128, 512, 2048):
+        state = _state(llama8b, h100, 2048, s_out)
+        added.append((s_out - 1) * (state.tpot_s - state.decode_only.time_s))
+    np.testing.assert_allclose(added[1], added[0], rtol=0.02)
+    np.testing.assert_allclose(added[2], added[0], rtol=0.02)
+    # each prompt adds at least its GEMM work at peak minus the decode step it rides with
+    prompt_compute_s = 2 * 8.0e9 * 2048 / h100.peak_flops_s("bf16")  # ≈ 33 ms
+    state = _state(llama8b, h100, 2048, 128)
+    floor = (CONCURRENCY - 1) * (prompt_compute_s - state.decode_only.time_s)
+    assert np.all(added[0] >= floor)
+
+
+@pytest.mark.parametrize("s_out", [1, 2, 8])
+def test_short_answers_pack_prompts_into_shared_steps(
+    llama8b: ModelShape, h100: Accelerator, s_out: int
+) -> None:
+    # more than one prompt arrives per step: they share steps and throughput keeps rising
+    r = estimate(
+        llama8b,
+        h100,
+        input_tokens=512,
+        output_tokens=s_out,
+        batch_sizes=[16, 64, 169, 257, 512],
+        mode="serving",
+    )
+    fitting = r.requests_per_s[r.fits]
+    assert fitting.size >= 3
+    assert np.all(np.diff(fitting) >= 0)
