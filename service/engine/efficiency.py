@@ -91,12 +91,14 @@ class EfficiencyParams:
     # Prefill tokens one serving step takes (vLLM max_num_batched_tokens, SGLang
     # chunked_prefill_size): 8192 is the common default on 80 GB-class GPUs.
     prefill_chunk_tokens: float = 8192.0
-    # Steps a newly arrived request waits before the scheduler admits it (0.5: arrives mid-step).
+    # Decode-only steps a newly arrived request waits before the scheduler admits it (0.5:
+    # it arrives mid-step).
     admission_wait_steps: float = 0.5
-    # Share of the other running requests whose prompt is prefilled ahead of a new one (serving).
+    # Share of the other running requests' prompts (one each per cycle of a slot) that run
+    # before a new request's first token (in its TTFT); the rest run while it decodes (TPOT).
     # 0 when arrivals spread evenly over the decode cycle (each finds the prefill queue empty);
     # ½ when closed-loop clients with equal lengths arrive in lockstep waves (half the wave is
-    # ahead on average). Prior 0; fitted per serving engine.
+    # ahead on average). Prior 0; fitted per serving engine (serving.py).
     prefill_queue_share: float = 0.0
 
     def gemm_compute_efficiency(self, compute_dtype: str) -> float:
