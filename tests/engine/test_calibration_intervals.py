@@ -7,6 +7,8 @@ import pytest
 
 from service.engine.calibration.intervals import (
     FALLBACK_LOG_SIGMA,
+    TRANSFER_LOG_SIGMA,
+    Z_90,
     FeatureRange,
     coverage_of,
     doublings_outside,
@@ -36,6 +38,10 @@ def test_widening_for_transfer_and_distance() -> None:
     assert plain.low[0] > moved.low[0] > far.low[0]
     assert plain.high[0] < moved.high[0] < far.high[0]
     assert plain.low[0] < 10.0 < plain.high[0]
+    # The transfer spread adds in quadrature to the band's half-width (0.082 here).
+    half = np.log(moved.high[0] / moved.low[0]) / 2.0
+    assert (q.q_high - q.q_low) / 2.0 == pytest.approx(0.082)
+    assert half == pytest.approx(np.hypot(0.082, Z_90 * TRANSFER_LOG_SIGMA))
 
 
 def test_few_residuals_fall_back_to_a_wide_band() -> None:

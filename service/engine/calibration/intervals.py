@@ -8,8 +8,11 @@ How an interval is built, for a prediction ``p`` of metric ``M`` (``ttft_ms`` or
 2. Their empirical quantiles at the conformal levels ``⌊(n+1)·0.1⌋/n`` and ``⌈(n+1)·0.9⌉/n``
    give ``q_lo ≤ q_hi``; the interval is ``[p·exp(q_lo), p·exp(q_hi)]``. With fewer than
    ``MIN_RESIDUALS`` residuals the quantiles fall back to ±``z·FALLBACK_LOG_SIGMA``.
-3. Widening adds an extra log-spread ``s`` on both sides: ``q_lo − z·s``, ``q_hi + z·s`` with
-   ``z = 1.2816`` (the 90th percentile of a standard normal) and ``s² = s_t² + s_d²``:
+3. Widening adds an extra, independent log-spread ``s`` in quadrature: with the band's centre
+   ``c = (q_lo + q_hi)/2`` and half-width ``h = (q_hi − q_lo)/2``, the interval becomes
+   ``c ± √(h² + (z·s)²)``, ``z = 1.2816`` (the 90th percentile of a standard normal) and
+   ``s² = s_t² + s_d²``. (Independent log-errors add their variances; adding ``z·s`` to each
+   quantile instead would over-widen, and did: see benchmarks/results/accuracy.md.)
 
    - transfer (a profile fitted on another accelerator): ``s_t = TRANSFER_LOG_SIGMA`` = 0.10.
      Source of the magnitude: the best-shape GEMM fraction of peak spans 80–87% across
@@ -111,8 +114,10 @@ def interval(
     """Prediction interval around ``predicted`` from residual quantiles, widened as documented."""
     p = np.asarray(predicted, dtype=float)
     s = extra_log_sigma(transferred=transferred, doublings_outside=doublings_outside)
-    low = p * np.exp(quantiles.q_low - Z_90 * s)
-    high = p * np.exp(quantiles.q_high + Z_90 * s)
+    centre = (quantiles.q_low + quantiles.q_high) / 2.0
+    half = np.sqrt(((quantiles.q_high - quantiles.q_low) / 2.0) ** 2 + (Z_90 * s) ** 2)
+    low = p * np.exp(centre - half)
+    high = p * np.exp(centre + half)
     return Interval(np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64))
 
 
