@@ -18,7 +18,7 @@ import multiprocessing
 import signal
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
@@ -99,6 +99,9 @@ class Supervisor:
         # Holding a bound (not listening) socket reserves the port and fails fast if it is taken;
         # only listening sockets receive connections.
         reservation = reuse_port_socket(self.config.host, self.config.port)
+        # Port 0 asks for a free port: every worker then binds the one the reservation got.
+        self.config = replace(self.config, port=reservation.getsockname()[1])
+        logger.info("listening on %s:%s with %s workers", *self._address(), self.count)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.workers = [self._start_worker() for _ in range(self.count)]
@@ -113,6 +116,9 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             reservation.close()
+
+    def _address(self) -> tuple[str, int]:
+        return self.config.host, self.config.port
 
     def _restart_dead(self) -> None:
         for index, process in enumerate(self.workers):
