@@ -101,7 +101,8 @@ class Supervisor:
         reservation = reuse_port_socket(self.config.host, self.config.port)
         # Port 0 asks for a free port: every worker then binds the one the reservation got.
         self.config = replace(self.config, port=reservation.getsockname()[1])
-        logger.info("listening on %s:%s with %s workers", *self._address(), self.count)
+        config = self.config
+        logger.info("listening on %s:%s with %s workers", config.host, config.port, self.count)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.workers = [self._start_worker() for _ in range(self.count)]
@@ -116,9 +117,6 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             reservation.close()
-
-    def _address(self) -> tuple[str, int]:
-        return self.config.host, self.config.port
 
     def _restart_dead(self) -> None:
         for index, process in enumerate(self.workers):
