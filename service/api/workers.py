@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
@@ -32,8 +33,12 @@ logger = logging.getLogger("ridgeline.workers")
 
 
 def reuse_port_supported() -> bool:
-    """Return whether this platform balances connections over SO_REUSEPORT sockets."""
-    return hasattr(socket, "SO_REUSEPORT") and "fork" in multiprocessing.get_all_start_methods()
+    """Return whether this platform balances connections over SO_REUSEPORT sockets.
+
+    Linux hashes connections over the group; BSD and macOS accept SO_REUSEPORT without
+    balancing, so they keep uvicorn's shared socket.
+    """
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:

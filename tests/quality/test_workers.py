@@ -18,7 +18,7 @@ from service.api.workers import reuse_port_supported
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not reuse_port_supported(), reason="needs SO_REUSEPORT and fork"),
+    pytest.mark.skipif(not reuse_port_supported(), reason="needs Linux SO_REUSEPORT balancing"),
 ]
 
 CONNECTIONS = 16
