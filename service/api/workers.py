@@ -13,8 +13,10 @@ a single uvicorn process does) and restarts a worker that dies while it is not s
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
@@ -29,6 +31,7 @@ APP = "service.api.app:create_app"
 LISTEN_BACKLOG = 2048  # uvicorn's default
 RESTART_PAUSE_S = 1.0  # between restarts of a crashing worker, so a broken start cannot spin
 POLL_S = 0.5
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 logger = logging.getLogger("ridgeline.workers")
 
 
@@ -70,11 +73,20 @@ class WorkerConfig:
         )
 
 
-def run_worker(config: WorkerConfig) -> None:
+def _exit_with(supervisor_pid: int) -> None:
+    """Have Linux send this process SIGTERM when the supervisor dies (prctl PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != supervisor_pid:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_worker(config: WorkerConfig, supervisor_pid: int) -> None:
     """Body of one worker process: its own listening socket, one uvicorn server."""
     # The supervisor's handlers were inherited by the fork; uvicorn installs its own on start.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    _exit_with(supervisor_pid)  # no worker outlives a killed supervisor
     sock = reuse_port_socket(config.host, config.port)
     sock.listen(LISTEN_BACKLOG)
     uvicorn.Server(config.uvicorn_config()).run(sockets=[sock])
@@ -91,7 +103,9 @@ class Supervisor:
         self.context = multiprocessing.get_context("fork")
 
     def _start_worker(self) -> BaseProcess:
-        process = self.context.Process(target=run_worker, args=(self.config,), daemon=False)
+        process = self.context.Process(
+            target=run_worker, args=(self.config, os.getpid()), daemon=False
+        )
         process.start()
         logger.info("started worker %s", process.pid)
         return process

@@ -99,3 +99,29 @@ def test_a_killed_worker_is_replaced(live_server_factory: ServerFactory) -> None
             break
     assert replacement in seen, server.log()
     assert server.terminate() in (0, -signal.SIGTERM)
+
+
+def test_workers_exit_when_the_supervisor_is_killed(live_server_factory: ServerFactory) -> None:
+    """SIGKILL to the supervisor alone: its workers get SIGTERM and stop; none keeps the port."""
+    server = live_server_factory()
+    server.start()
+    assert server.process is not None
+    workers = _worker_pids(server.process.pid)
+    assert len(workers) == 2
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    deadline = time.monotonic() + RESTART_LIMIT_S
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in workers), server.log()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{server.base_url}/healthz", timeout=5)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
