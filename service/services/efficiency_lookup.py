@@ -191,7 +191,7 @@ class ProfileCache:
 
     def __init__(self) -> None:
         self._resolved: dict[tuple[str, str], tuple[_Tokens, ResolvedEfficiency]] = {}
-        self._priors: dict[str, tuple[Any, ResolvedEfficiency]] = {}
+        self._priors: dict[str, tuple[Token | None, ResolvedEfficiency]] = {}  # by accelerator
 
     def uncalibrated(self, tokens: CatalogTokens, accelerator: Accelerator) -> ResolvedEfficiency:
         """Return ``uncalibrated(accelerator)``, reused while the accelerator's token holds."""
