@@ -16,6 +16,7 @@ from service.api.problems import install_problem_handlers
 from service.api.routers import accelerators, analysis, calibrations, charts, health, models
 from service.api.routers import planning as planning_routes
 from service.api.routers.dashboard import mount_dashboard
+from service.db.reader import AutocommitReader
 from service.db.session import make_engine, make_session_factory
 from service.services.bootstrap import prepare_database
 from service.settings import Settings
@@ -36,9 +37,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         await run_in_threadpool(prepare_database, settings, engine)
+        app.state.reader = AutocommitReader(settings.database_url)
         try:
             yield
         finally:
+            app.state.reader.close()
             engine.dispose()
 
     app = FastAPI(

@@ -29,7 +29,10 @@ def _sqlite_begin(connection: Any) -> None:
     # A deferred transaction that reads and then writes fails at once with "database is locked"
     # when another process committed in between (the busy timeout cannot help); write
     # transactions therefore take the write lock up front and wait for it instead.
-    immediate = connection.get_execution_options().get(WRITE_TRANSACTION, False)
+    options = connection.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":
+        return  # each statement is its own transaction (``reader.AutocommitReader``)
+    immediate = options.get(WRITE_TRANSACTION, False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 

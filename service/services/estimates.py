@@ -18,6 +18,7 @@ import numpy.typing as npt
 from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.db.reader import AutocommitReader
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
@@ -282,7 +283,6 @@ class CatalogLookup:
     """Loads targets through the process-local catalog and profile caches of one database."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
         self.catalog = catalog_cache(engine)
         self.profiles = profile_cache(engine)
 
@@ -325,10 +325,11 @@ class CatalogLookup:
         tokens = self.tokens(session, target)
         return self.cached(tokens, target) or self.load(session, tokens, target)
 
-    def fresh(self, target: AnalysisTarget) -> tuple[CatalogTokens, Loaded | None]:
-        """Run the freshness query on a pooled connection; return tokens and any cached target."""
-        with self.engine.connect() as connection:
-            tokens = self.tokens(connection, target)
+    def fresh(
+        self, target: AnalysisTarget, reader: AutocommitReader
+    ) -> tuple[CatalogTokens, Loaded | None]:
+        """Run the freshness query on ``reader``; return tokens and any cached target."""
+        tokens = reader.run(lambda connection: self.tokens(connection, target))
         return tokens, self.cached(tokens, target)
 
     def load_in_session(

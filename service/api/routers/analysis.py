@@ -78,7 +78,7 @@ AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")
 async def loaded_analysis(request: Request, target: AnalysisTarget) -> AnalysisService:
     """Return a session-less service holding ``target`` (NotFoundError if a row is absent)."""
     lookup = CatalogLookup(request.app.state.engine)
-    tokens, loaded = lookup.fresh(target)
+    tokens, loaded = lookup.fresh(target, request.app.state.reader)
     if loaded is None:
         factory = request.app.state.session_factory
         loaded = await run_in_threadpool(lookup.load_in_session, factory, tokens, target)
