@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 LOGGER_NAME = "ridgeline"
 
@@ -27,7 +28,7 @@ class JsonFormatter(logging.Formatter):
             payload.update(fields)
         if record.exc_info:
             payload["exception"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str)
+        return orjson.dumps(payload, default=str).decode()
 
 
 class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -193,12 +193,17 @@ def gemm_cost(
     out_bytes = max(activation_bytes_per_element, _MIN_OUTPUT_BYTES)
     # Weights + input rows + output rows; nothing moves when m = 0.
     row_bytes = k_ * activation_bytes_per_element + n_ * out_bytes
-    nbytes = np.where(active, weight_elements * weight_bytes_per_element + m_ * row_bytes, 0.0)
+    nbytes = weight_elements * weight_bytes_per_element + m_ * row_bytes
     # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
     seconds_per_row = 2.0 * k_ * (n_ + rates.half_columns) / rates.peak_flops_s
-    compute_s = np.where(active, (m_ + rates.half_rows) * seconds_per_row, 0.0)
+    compute_s = (m_ + rates.half_rows) * seconds_per_row
+    latency_s: float | FloatArray = rates.latency_s
+    if not active.all():  # a GEMM with no rows moves nothing and launches nothing
+        nbytes = np.where(active, nbytes, 0.0)
+        compute_s = np.where(active, compute_s, 0.0)
+        latency_s = np.where(active, latency_s, 0.0)
     memory_s = nbytes / rates.bandwidth_bytes_s
-    time_s = np.maximum(compute_s, memory_s) + np.where(active, rates.latency_s, 0.0)
+    time_s = np.maximum(compute_s, memory_s) + latency_s
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 
