@@ -78,14 +78,34 @@ class Run:
         kind = f"{type(exc).__name__}: {exc}"[:120]
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
-    def row(self, name: str, mode: str) -> str:
+    def figures(self) -> tuple[float, float, float]:
+        """Requests/s, p50 and p99 latency in ms."""
         done = len(self.latencies_s)
         ms = np.array(self.latencies_s) * 1e3 if done else np.array([float("nan")])
         rate = done / self.elapsed_s if self.elapsed_s else 0.0
-        return (
-            f"| {name} | {mode} | {rate:,.0f} | {np.percentile(ms, 50):.2f} | "
-            f"{np.percentile(ms, 99):.2f} | {self.non_2xx} | {self.errors} | {self.resent} |"
-        )
+        return rate, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+
+
+def table_row(name: str, mode: str, runs: list[Run]) -> str:
+    """One result row: median over the repeats, with the range when there are several."""
+
+    def cell(values: list[float], spec: str) -> str:
+        middle = format(float(np.median(values)), spec)
+        if len(values) == 1:
+            return middle
+        return f"{middle} ({format(min(values), spec)}–{format(max(values), spec)})"
+
+    rates, p50s, p99s = (list(column) for column in zip(*(r.figures() for r in runs), strict=True))
+    failures = (
+        sum(r.non_2xx for r in runs),
+        sum(r.errors for r in runs),
+        sum(r.resent for r in runs),
+    )
+    return (
+        f"| {name} | {mode} | {cell(rates, ',.0f')} | {cell(p50s, '.2f')} | {cell(p99s, '.2f')} | "
+        + " | ".join(str(n) for n in failures)
+        + " |"
+    )
 
 
 def encode(method: str, host: str, path: str, body: dict[str, object] | None) -> bytes:
@@ -247,11 +267,13 @@ def machine() -> str:
     )
 
 
-async def measure(url: str, duration_s: float, concurrency: int, rate: float) -> list[str]:
-    """Run every scenario at saturation and at the fixed rate; return table rows."""
+async def measure(
+    url: str, duration_s: float, concurrency: int, rate: float
+) -> dict[tuple[str, str], Run]:
+    """Run every scenario at saturation and at the fixed rate; return the runs by row."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    rows = []
+    runs: dict[tuple[str, str], Run] = {}
     for name, (method, path, body) in SCENARIOS.items():
         request = encode(method, f"{host}:{port}", path, body)
         pool = Connections(host, port)
@@ -263,12 +285,12 @@ async def measure(url: str, duration_s: float, concurrency: int, rate: float) ->
             resent_before = pool.resent
             run = await runner
             run.resent = pool.resent - resent_before
-            rows.append(run.row(name, mode))
-            print(rows[-1], flush=True)
+            runs[name, mode] = run
+            print(table_row(name, mode, [run]), flush=True)
             for kind, count in run.error_kinds.items():
                 print(f"  {count} x {kind}", flush=True)
         pool.close()
-    return rows
+    return runs
 
 
 def main() -> None:
@@ -279,6 +301,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rate", type=float, default=500.0, help="Fixed-rate mode, req/s.")
     parser.add_argument("--output", type=Path, default=RESULT)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="Measure every row this many times (median, range)."
+    )
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]
@@ -288,7 +313,10 @@ def main() -> None:
         if url is None:
             process, url = start_server(Path(tmp), args.workers)
         try:
-            rows = asyncio.run(measure(url, args.duration, args.concurrency, args.rate))
+            repeats = [
+                asyncio.run(measure(url, args.duration, args.concurrency, args.rate))
+                for _ in range(args.repeat)
+            ]
         finally:
             if process is not None:
                 process.send_signal(signal.SIGTERM)
@@ -299,7 +327,8 @@ def main() -> None:
         f"Machine: {machine()}.",
         f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
         "access logs, rate limits off; the load generator shares the machine.",
-        f"Each run {args.duration:g} s after a warm-up; latency in ms; "
+        f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} time(s) "
+        "(median, and the range in brackets); latency in ms; "
         "`non-2xx` and `errors` (transport) count failures; `resent` counts requests sent again "
         "on a new connection because the server had just closed the idle keep-alive one.",
         f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
@@ -308,6 +337,7 @@ def main() -> None:
         "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors | resent |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    rows = [table_row(name, mode, [r[name, mode] for r in repeats]) for name, mode in repeats[0]]
     args.output.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {args.output}")
 
