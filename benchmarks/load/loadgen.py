@@ -327,7 +327,8 @@ def main() -> None:
         f"Machine: {machine()}.",
         f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
         "access logs, rate limits off; the load generator shares the machine.",
-        f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} time(s) "
+        f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
+        f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "
         "`non-2xx` and `errors` (transport) count failures; `resent` counts requests sent again "
         "on a new connection because the server had just closed the idle keep-alive one.",
