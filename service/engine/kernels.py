@@ -198,7 +198,7 @@ def gemm_cost(
     seconds_per_row = 2.0 * k_ * (n_ + rates.half_columns) / rates.peak_flops_s
     compute_s = (m_ + rates.half_rows) * seconds_per_row
     latency_s: float | FloatArray = rates.latency_s
-    if not active.all():  # a GEMM with no rows moves nothing and launches nothing
+    if np.count_nonzero(active) < active.size:  # a GEMM with no rows moves and launches nothing
         nbytes = np.where(active, nbytes, 0.0)
         compute_s = np.where(active, compute_s, 0.0)
         latency_s = np.where(active, latency_s, 0.0)
