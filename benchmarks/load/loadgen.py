@@ -78,6 +78,16 @@ class Run:
         kind = f"{type(exc).__name__}: {exc}"[:120]
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
+    async def timed(self, pool: Connections, request: bytes, since: float) -> None:
+        """Send one request; record its latency counted from ``since``, or its failure."""
+        try:
+            status = await pool.send(request)
+        except Exception as exc:
+            self.failed(exc)
+            return
+        self.latencies_s.append(time.perf_counter() - since)
+        self.non_2xx += status >= 300
+
     def figures(self) -> tuple[float, float, float]:
         """Requests/s, p50 and p99 latency in ms."""
         done = len(self.latencies_s)
@@ -176,14 +186,7 @@ async def saturate(pool: Connections, request: bytes, concurrency: int, duration
 
     async def client() -> None:
         while time.perf_counter() < deadline:
-            start = time.perf_counter()
-            try:
-                status = await pool.send(request)
-            except Exception as exc:
-                run.failed(exc)
-                continue
-            run.latencies_s.append(time.perf_counter() - start)
-            run.non_2xx += status >= 300
+            await run.timed(pool, request, time.perf_counter())
 
     began = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -197,22 +200,13 @@ async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s:
     total = int(rate * duration_s)
     began = time.perf_counter()
 
-    async def one(scheduled: float) -> None:
-        try:
-            status = await pool.send(request)
-        except Exception as exc:
-            run.failed(exc)
-            return
-        run.latencies_s.append(time.perf_counter() - scheduled)
-        run.non_2xx += status >= 300
-
     tasks = []
     for i in range(total):
         scheduled = began + i / rate
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(scheduled)))
+        tasks.append(asyncio.create_task(run.timed(pool, request, scheduled)))
     await asyncio.gather(*tasks)
     run.elapsed_s = time.perf_counter() - began
     return run
