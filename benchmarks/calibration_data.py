@@ -20,9 +20,10 @@ from service.engine.calibration.parsers import model_id_from_name, parse_csv
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
-SHARED = Path("/work/shared/benchmarks")
-H100_DIR = SHARED / "h100"
-ARGONNE = SHARED / "raw" / "argonne-lcf__LLM-Inference-Bench" / "Plots" / "All_results.csv"
+# Measured data shipped with the repository; sources and licences in benchmarks/data/README.md.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+H100_DIR = DATA_DIR / "h100"
+ARGONNE = DATA_DIR / "raw" / "argonne-lcf__LLM-Inference-Bench" / "Plots" / "All_results.csv"
 KERNEL_FILES = ("gemm.csv", "decode_attention.csv", "prefill_attention.csv", "nccl.csv")
 STATIC_BACKENDS = ("vllm", "trtllm")
 
