@@ -11,6 +11,15 @@ from service.engine.errors import EngineError
 KINDS: tuple[str, ...] = ("gemm", "attention", "collective", "static", "serving")
 ATTENTION_PHASES: tuple[str, ...] = ("prefill", "decode")
 COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "send")
+# How a benchmark harness offered the load (docs/measurement-formats.md):
+# static      one batch of ``batch_size`` prompts, run to completion (StaticMeasurement);
+# closed_loop ``concurrency`` requests in flight, a new one sent as soon as one finishes;
+# open_loop   requests sent at ``request_rate_per_s`` (arrival process if known), whatever is
+#             in flight; ``concurrency`` is then the mean number in flight (or the harness cap);
+# offline     every request released at once; ``concurrency`` is the number of requests.
+LOAD_PATTERNS: tuple[str, ...] = ("static", "closed_loop", "open_loop", "offline")
+SERVING_LOAD_PATTERNS: tuple[str, ...] = ("closed_loop", "open_loop", "offline")
+ARRIVAL_PROCESSES: tuple[str, ...] = ("poisson", "constant", "gamma")
 
 
 class MeasurementError(EngineError):
@@ -91,6 +100,7 @@ class StaticMeasurement:
     total_tokens_per_s: float | None = None
     backend: str = ""
     accelerator: str = ""
+    load_pattern: Literal["static"] = "static"
     kind: Literal["static"] = "static"
 
     def whole_batch_latency_ms(self) -> float | None:
@@ -109,7 +119,12 @@ class StaticMeasurement:
 
 @dataclass(frozen=True, slots=True)
 class ServingMeasurement:
-    """Closed-loop serving at ``concurrency`` requests in flight: mean TTFT and TPOT."""
+    """Serving under ``load_pattern`` at ``concurrency`` requests in flight: mean TTFT and TPOT.
+
+    ``request_rate_per_s`` is the offered request rate of an open-loop run (None otherwise);
+    ``arrival_process`` how its requests were spaced (``""`` = not stated) and ``burstiness`` the
+    shape of a gamma arrival process (1 = Poisson).
+    """
 
     model: str
     input_tokens: int
@@ -125,6 +140,10 @@ class ServingMeasurement:
     backend: str = ""
     backend_version: str = ""
     accelerator: str = ""
+    load_pattern: str = "closed_loop"
+    request_rate_per_s: float | None = None
+    arrival_process: str = ""
+    burstiness: float | None = None
     kind: Literal["serving"] = "serving"
 
 
@@ -184,6 +203,8 @@ def validate(m: Measurement, row: int | None = None) -> None:
             _positive_finite(row, name, getattr(m, name), optional=True)
         if m.whole_batch_latency_ms() is None and m.ttft_ms is None and m.tpot_ms is None:
             raise MeasurementError(row, "latency_ms", "give latency, ttft/tpot or tokens/s")
+        if m.load_pattern != "static":
+            raise MeasurementError(row, "load_pattern", "a static run's load pattern is static")
     elif isinstance(m, ServingMeasurement):
         for name in ("input_tokens", "output_tokens", "concurrency", "tp", "pp"):
             _positive_int(row, name, getattr(m, name))
@@ -191,3 +212,29 @@ def validate(m: Measurement, row: int | None = None) -> None:
         _positive_finite(row, "tpot_ms", m.tpot_ms, optional=True)
         if m.ttft_ms is None and m.tpot_ms is None:
             raise MeasurementError(row, "ttft_ms", "give ttft_ms and/or tpot_ms")
+        _validate_load(m, row)
+
+
+def _validate_load(m: ServingMeasurement, row: int | None) -> None:
+    if m.load_pattern not in SERVING_LOAD_PATTERNS:
+        raise MeasurementError(
+            row, "load_pattern", f"must be one of {', '.join(SERVING_LOAD_PATTERNS)} for serving"
+        )
+    _positive_finite(row, "request_rate_per_s", m.request_rate_per_s, optional=True)
+    _positive_finite(row, "burstiness", m.burstiness, optional=True)
+    if m.load_pattern == "open_loop" and m.request_rate_per_s is None:
+        raise MeasurementError(row, "request_rate_per_s", "is required for an open_loop run")
+    if m.load_pattern != "open_loop":
+        for name in ("request_rate_per_s", "burstiness"):
+            if getattr(m, name) is not None:
+                raise MeasurementError(
+                    row, name, f"applies to open_loop runs only, not {m.load_pattern}"
+                )
+        if m.arrival_process:
+            raise MeasurementError(
+                row, "arrival_process", f"applies to open_loop runs only, not {m.load_pattern}"
+            )
+    if m.arrival_process and m.arrival_process not in ARRIVAL_PROCESSES:
+        raise MeasurementError(
+            row, "arrival_process", f"must be one of {', '.join(ARRIVAL_PROCESSES)} or empty"
+        )
