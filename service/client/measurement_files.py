@@ -80,7 +80,10 @@ def measurement_to_dict(m: Measurement) -> dict[str, Any]:
         )
     else:
         out["concurrency"] = m.concurrency
-        metrics = ("ttft_ms", "tpot_ms")
+        metrics = ("ttft_ms", "tpot_ms", "request_rate_per_s", "burstiness")
+        out["load_pattern"] = m.load_pattern
+        if m.arrival_process:
+            out["arrival_process"] = m.arrival_process
         if m.backend_version:
             out["backend_version"] = m.backend_version
     out.update({name: getattr(m, name) for name in metrics if getattr(m, name) is not None})

@@ -45,6 +45,7 @@ from service.services.calibration_uploads import (
     check_against_catalog,
     measurement_to_json,
     referenced_models,
+    stored_measurement_json,
 )
 from service.services.catalog import CatalogService, Page
 from service.services.errors import FieldError, NotFoundError, ServiceError
@@ -205,7 +206,7 @@ class CalibrationService:
         """Return the measurements a profile was fitted on, in upload order."""
         if self.profiles.get(profile_id) is None:
             raise NotFoundError("calibration profile", profile_id)
-        return [dict(r.data) for r in self.profiles.measurements(profile_id)]
+        return [stored_measurement_json(r.data) for r in self.profiles.measurements(profile_id)]
 
     def _replay(self, owner: str, key: str, fingerprint: str) -> CreateOutcome | None:
         stored = self.keys.get(owner, ENDPOINT, key)

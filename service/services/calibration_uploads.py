@@ -31,6 +31,8 @@ from typing import Any
 
 from service.engine.calibration.end_to_end import precision_of
 from service.engine.calibration.measurements import (
+    AttentionMeasurement,
+    CollectiveMeasurement,
     GemmMeasurement,
     Measurement,
     MeasurementError,
@@ -86,6 +88,30 @@ class CalibrationUpload:
 def measurement_to_json(m: Measurement) -> dict[str, Any]:
     """The measurement dataclass as a JSON-ready dict (``kind`` included)."""
     return dataclasses.asdict(m)
+
+
+_KIND_CLASSES: Mapping[str, type[Any]] = {
+    "gemm": GemmMeasurement,
+    "attention": AttentionMeasurement,
+    "collective": CollectiveMeasurement,
+    "static": StaticMeasurement,
+    "serving": ServingMeasurement,
+}
+
+
+def measurement_from_json(data: Mapping[str, Any]) -> Measurement:
+    """Rebuild a stored measurement; fields added since it was stored take their defaults
+    (rows stored before ``load_pattern`` existed read as closed_loop / static)."""
+    cls = _KIND_CLASSES[str(data.get("kind"))]
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})  # type: ignore[no-any-return]
+
+
+def stored_measurement_json(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored measurement row as the API returns it, defaults filled in for older rows."""
+    if str(data.get("kind")) not in _KIND_CLASSES:
+        return dict(data)
+    return {**data, **measurement_to_json(measurement_from_json(data))}
 
 
 def _field_error(exc: MeasurementError, field: str) -> FieldError:

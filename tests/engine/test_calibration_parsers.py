@@ -238,9 +238,40 @@ def test_vllm_bench_json_errors() -> None:
     data = _vllm_result()
     data["max_concurrency"] = None
     data["request_rate"] = 4.0
+    del data["mean_e2el_ms"]  # an open loop without a limit needs its in-flight count
     with pytest.raises(MeasurementError) as info:
         parse_vllm_bench_json(data)
-    assert info.value.field == "max_concurrency"
+    assert info.value.field == "mean_e2el_ms"
+    data["request_rate"] = "fast"
+    with pytest.raises(MeasurementError) as info:
+        parse_vllm_bench_json(data)
+    assert info.value.field == "request_rate"
+
+
+def test_vllm_bench_json_load_patterns() -> None:
+    closed = parse_vllm_bench_json(_vllm_result()).measurements[0]
+    assert isinstance(closed, ServingMeasurement)
+    assert (closed.load_pattern, closed.concurrency, closed.request_rate_per_s) == (
+        "closed_loop", 32, None,
+    )  # fmt: skip
+    data = _vllm_result()
+    data["max_concurrency"] = None
+    offline = parse_vllm_bench_json(data).measurements[0]
+    assert isinstance(offline, ServingMeasurement)
+    assert (offline.load_pattern, offline.concurrency) == ("offline", 200)
+    data["request_rate"] = 2.0
+    opened = parse_vllm_bench_json(data).measurements[0]
+    assert isinstance(opened, ServingMeasurement)
+    # Little's law: 3.3 req/s × 1.9 s mean end-to-end latency = 6.27 requests in flight
+    assert (opened.load_pattern, opened.request_rate_per_s, opened.concurrency) == (
+        "open_loop", 2.0, 6,
+    )  # fmt: skip
+    assert (opened.arrival_process, opened.burstiness) == ("poisson", None)
+    data["burstiness"] = 0.5
+    data["max_concurrency"] = 4  # the cap bounds the in-flight count
+    bursty = parse_vllm_bench_json(data).measurements[0]
+    assert isinstance(bursty, ServingMeasurement)
+    assert (bursty.arrival_process, bursty.burstiness, bursty.concurrency) == ("gamma", 0.5, 4)
 
 
 def test_api_dicts_roundtrip() -> None:

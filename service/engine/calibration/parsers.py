@@ -15,7 +15,9 @@ prefill_attention  ``batch_size, seq_len, num_heads, num_key_value_heads, head_d
 nccl               ``op_name, nccl_dtype, num_gpus, message_elements, latency_ms``
                    (bytes = elements × dtype bytes)
 serving            ``model, isl, osl, concurrency, tp, [pp], ttft_ms, tpot_ms,
-                   [precision, gemm_quant_mode, backend, backend_version]``
+                   [precision, gemm_quant_mode, backend, backend_version, load_pattern,
+                   request_rate_per_s, arrival_process, burstiness]`` (load pattern
+                   ``closed_loop`` at ``concurrency`` unless the row says otherwise)
 argonne            ``Hardware, Num of Hardware, Framework, Model, Input Output Length,
                    Batch Size, Latency`` (s, whole static batch) ``[, Throughput]``;
                    llama.cpp rows are skipped (different semantics)
@@ -39,6 +41,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.engine.calibration.load_patterns import (
+    LoadPattern,
+    from_rate_and_limit,
+    gamma_arrival,
+    mean_in_flight,
+)
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
@@ -263,7 +271,21 @@ def _serving(r: _Row, _w: list[str]) -> Measurement:
         backend=r.text("backend", default=""),
         backend_version=r.text("backend_version", default=""),
         accelerator=r.text("gpu", default=""),
+        **_load_fields(r),
     )
+
+
+_LOAD_COLUMNS = frozenset({"load_pattern", "request_rate_per_s", "arrival_process", "burstiness"})
+
+
+def _load_fields(r: _Row) -> dict[str, Any]:
+    """Optional load columns of a serving row; closed_loop at ``concurrency`` by default."""
+    return {
+        "load_pattern": r.text("load_pattern", default="closed_loop").lower(),
+        "request_rate_per_s": r.optional_number("request_rate_per_s"),
+        "arrival_process": r.text("arrival_process", default="").lower(),
+        "burstiness": r.optional_number("burstiness"),
+    }
 
 
 _LLAMA_CPP_SKIPPED = "llama.cpp rows skipped (their Throughput/Latency have other semantics)"
@@ -417,6 +439,7 @@ _FORMATS: tuple[_Format, ...] = (
                 "tpot_ms",
                 "measured_at",
             }
+            | _LOAD_COLUMNS
         ),
         _serving,
     ),
@@ -497,8 +520,14 @@ def parse_csv(text: str) -> ParseResult:
 # result field                    measurement field
 # ==============================  =====================================================
 # ``model_id``                    ``model`` (via model_id_from_name)
-# ``max_concurrency``             ``concurrency``; when null (no limit) and the request
-#                                 rate is inf, every prompt is in flight: ``num_prompts``
+# ``request_rate``,               ``load_pattern`` (load_patterns.py): rate inf with a
+# ``max_concurrency``             limit → closed_loop, ``concurrency`` = the limit; a finite
+#                                 rate → open_loop, ``request_rate_per_s`` = the rate,
+#                                 ``concurrency`` = request_throughput × mean_e2el_ms / 1000
+#                                 (Little's law, capped by the limit); inf and no limit →
+#                                 offline, ``concurrency`` = ``num_prompts``
+# ``burstiness``                  ``arrival_process`` of an open loop: 1 → poisson, else
+#                                 gamma with ``burstiness``
 # ``total_input_tokens`` /        ``input_tokens`` (mean per request, rounded; divided by
 # ``completed``                   ``completed``, else ``num_prompts``)
 # ``total_output_tokens`` / idem  ``output_tokens``
@@ -571,21 +600,14 @@ def parse_vllm_bench_json(
     requests = num("completed") if result.get("completed") is not None else num("num_prompts")
     if requests <= 0:
         raise MeasurementError(1, "completed", "no request completed")
-    if result.get("max_concurrency") is not None:
-        concurrency = num("max_concurrency")
-    else:
-        rate = result.get("request_rate", "inf")
-        if rate not in ("inf", float("inf"), None):
-            raise MeasurementError(
-                1, "max_concurrency", "open-loop run (finite request_rate) has no concurrency"
-            )
-        concurrency = num("num_prompts")
+    sent = num("num_prompts") if result.get("num_prompts") is not None else requests
+    load = vllm_load_pattern(result, sent)
     backend = str(result.get("backend") or "vllm")
     m = ServingMeasurement(
         model=model_id_from_name(str(need("model_id"))),
         input_tokens=max(round(num("total_input_tokens") / requests), 1),
         output_tokens=max(round(num("total_output_tokens") / requests), 1),
-        concurrency=int(concurrency),
+        concurrency=load.concurrency,
         ttft_ms=num("mean_ttft_ms"),
         tpot_ms=num("mean_tpot_ms"),
         weights_dtype=normalize_dtype(
@@ -594,9 +616,45 @@ def parse_vllm_bench_json(
         tp=int(result.get("tensor_parallel_size") or result.get("tp") or tp),
         pp=int(result.get("pp") or 1),
         backend="vllm" if backend in ("openai", "openai-chat", "vllm") else backend,
+        load_pattern=load.load_pattern,
+        request_rate_per_s=load.request_rate_per_s,
+        arrival_process=load.arrival_process,
+        burstiness=load.burstiness,
     )
     validate(m, 1)
     return ParseResult("vllm_bench_json", (m,), tuple(warnings))
+
+
+def _optional_number(result: Mapping[str, Any], field: str) -> float | None:
+    value = result.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MeasurementError(1, field, f"not a finite number: {value!r}")
+    return float(value)
+
+
+def vllm_load_pattern(result: Mapping[str, Any], requests: float) -> LoadPattern:
+    """Load pattern of a vllm (or SGLang) bench result: ``request_rate``, ``max_concurrency``,
+    ``burstiness``; an open loop's mean in flight from ``request_throughput`` × ``mean_e2el_ms``
+    (vllm) or ``mean_e2e_latency_ms`` (SGLang), or SGLang's own ``concurrency``."""
+    limit = _optional_number(result, "max_concurrency")
+    e2e_field = "mean_e2e_latency_ms" if "mean_e2e_latency_ms" in result else "mean_e2el_ms"
+    in_flight = _optional_number(result, "concurrency") if "mean_e2e_latency_ms" in result else None
+    if in_flight is None:
+        in_flight = mean_in_flight(
+            _optional_number(result, "request_throughput"), _optional_number(result, e2e_field)
+        )
+    return from_rate_and_limit(
+        row=1,
+        rate=result.get("request_rate", "inf"),
+        rate_field="request_rate",
+        limit=limit,
+        requests=requests,
+        in_flight=in_flight,
+        in_flight_field=e2e_field,
+        arrival=gamma_arrival(_optional_number(result, "burstiness")),
+    )
 
 
 def _dict_row(index: int, item: Mapping[str, Any]) -> _Row:
@@ -641,6 +699,7 @@ _DICT_FIELDS: Mapping[str, frozenset[str]] = {
             "output_tokens_per_s",
             "total_tokens_per_s",
             "backend",
+            "load_pattern",
         }
     ),
     "serving": frozenset(
@@ -657,6 +716,7 @@ _DICT_FIELDS: Mapping[str, frozenset[str]] = {
             "backend",
             "backend_version",
         }
+        | _LOAD_COLUMNS
     ),
 }
 
@@ -703,6 +763,9 @@ def _from_dict(r: _Row, kind: str) -> Measurement:
         "backend": r.text("backend", default=""),
     }
     if kind == "static":
+        pattern = r.text("load_pattern", default="static")
+        if pattern != "static":
+            raise MeasurementError(r.index, "load_pattern", "a static run's load pattern is static")
         return StaticMeasurement(
             batch_size=r.integer("batch_size"),
             latency_ms=r.optional_number("latency_ms"),
@@ -717,6 +780,7 @@ def _from_dict(r: _Row, kind: str) -> Measurement:
         ttft_ms=r.optional_number("ttft_ms"),
         tpot_ms=r.optional_number("tpot_ms"),
         backend_version=r.text("backend_version", default=""),
+        **_load_fields(r),
         **common,
     )
 
