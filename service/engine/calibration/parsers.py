@@ -625,35 +625,37 @@ def parse_vllm_bench_json(
     return ParseResult("vllm_bench_json", (m,), tuple(warnings))
 
 
-def _optional_number(result: Mapping[str, Any], field: str) -> float | None:
+def _optional_number(result: Mapping[str, Any], field: str, row: int) -> float | None:
     value = result.get(field)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MeasurementError(1, field, f"not a finite number: {value!r}")
+        raise MeasurementError(row, field, f"not a finite number: {value!r}")
     return float(value)
 
 
-def vllm_load_pattern(result: Mapping[str, Any], requests: float) -> LoadPattern:
+def vllm_load_pattern(result: Mapping[str, Any], requests: float, row: int = 1) -> LoadPattern:
     """Load pattern of a vllm (or SGLang) bench result: ``request_rate``, ``max_concurrency``,
     ``burstiness``; an open loop's mean in flight from ``request_throughput`` × ``mean_e2el_ms``
     (vllm) or ``mean_e2e_latency_ms`` (SGLang), or SGLang's own ``concurrency``."""
-    limit = _optional_number(result, "max_concurrency")
-    e2e_field = "mean_e2e_latency_ms" if "mean_e2e_latency_ms" in result else "mean_e2el_ms"
-    in_flight = _optional_number(result, "concurrency") if "mean_e2e_latency_ms" in result else None
+    limit = _optional_number(result, "max_concurrency", row)
+    sglang = "mean_e2e_latency_ms" in result
+    e2e_field = "mean_e2e_latency_ms" if sglang else "mean_e2el_ms"
+    in_flight = _optional_number(result, "concurrency", row) if sglang else None
     if in_flight is None:
         in_flight = mean_in_flight(
-            _optional_number(result, "request_throughput"), _optional_number(result, e2e_field)
+            _optional_number(result, "request_throughput", row),
+            _optional_number(result, e2e_field, row),
         )
     return from_rate_and_limit(
-        row=1,
+        row=row,
         rate=result.get("request_rate", "inf"),
         rate_field="request_rate",
         limit=limit,
         requests=requests,
         in_flight=in_flight,
         in_flight_field=e2e_field,
-        arrival=gamma_arrival(_optional_number(result, "burstiness")),
+        arrival=gamma_arrival(_optional_number(result, "burstiness", row)),
     )
 
 
