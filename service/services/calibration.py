@@ -43,6 +43,7 @@ from service.engine.shapes import ModelShape
 from service.services.calibration_uploads import (
     CalibrationUpload,
     check_against_catalog,
+    check_one_backend,
     measurement_to_json,
     referenced_models,
     stored_measurement_json,
@@ -220,6 +221,7 @@ class CalibrationService:
         self, upload: CalibrationUpload, limits: FitLimits
     ) -> tuple[Accelerator, dict[str, ModelShape]]:
         """Validate an upload against limits and the catalog; return its accelerator and models."""
+        check_one_backend(upload)
         count = len(upload.measurements)
         if count == 0:
             raise FieldError("measurements", "the upload holds no usable measurement")

@@ -30,6 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.calibration.end_to_end import precision_of
+from service.engine.calibration.harness_results import (
+    HARNESS_FORMAT_NAMES as HARNESS_FORMAT_NAMES,  # re-exported for the API layer
+)
+from service.engine.calibration.harness_results import (
+    HarnessOptions as HarnessOptions,
+)
+from service.engine.calibration.harness_results import (
+    detect_harness,
+    parse_harness,
+)
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
@@ -43,7 +53,6 @@ from service.engine.calibration.parsers import (
     ParseResult,
     parse_csv,
     parse_measurement_dicts,
-    parse_vllm_bench_json,
 )
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
@@ -165,51 +174,74 @@ def from_csv(text: str) -> ParseResult:
 
 def looks_like_vllm_result(document: Any) -> bool:
     """True for a ``vllm bench serve`` result object (or a list of them)."""
-    first = document[0] if isinstance(document, list) and document else document
-    return (
-        isinstance(first, Mapping)
-        and "measurements" not in first
-        and ("mean_ttft_ms" in first or "model_id" in first)
-    )
+    return detect_harness(document) == "vllm_bench_json"
+
+
+def looks_like_harness_result(document: Any) -> bool:
+    """True for the result file of a benchmark harness this service reads (vllm, SGLang,
+    genai-perf, trtllm-bench, guidellm)."""
+    return detect_harness(document) is not None
+
+
+def from_harness(
+    document: Any, options: HarnessOptions, format_name: str | None = None
+) -> ParseResult:
+    """Parse a harness result file (format auto-detected unless ``format_name`` is given);
+    FieldError names the result field and the row (1 = first result or benchmark)."""
+    name = format_name or detect_harness(document)
+    if name is None:
+        raise FieldError(
+            "file",
+            "JSON is neither an API body nor a result file of a known harness "
+            f"({', '.join(HARNESS_FORMAT_NAMES)})",
+        )
+    try:
+        return parse_harness(document, name, options)
+    except MeasurementError as exc:
+        raise _field_error(exc, exc.field) from exc
 
 
 def from_vllm(document: Any, *, tp: int = 1, weights_dtype: str = "bf16") -> ParseResult:
     """Parse one vllm bench result, a list of them; rows number the results from 1."""
-    results = document if isinstance(document, list) else [document]
-    measurements: list[Measurement] = []
-    warnings: list[str] = []
-    for row, result in enumerate(results, start=1):
-        if not isinstance(result, Mapping):
-            raise FieldError("result", f"row {row}: not a JSON object")
-        try:
-            parsed = parse_vllm_bench_json(result, tp=tp, weights_dtype=weights_dtype)
-        except MeasurementError as exc:
-            raise FieldError(exc.field, f"row {row}: {exc.message}") from exc
-        measurements.extend(parsed.measurements)
-        warnings.extend(w for w in parsed.warnings if w not in warnings)
-    return ParseResult("vllm_bench_json", tuple(measurements), tuple(warnings))
+    options = HarnessOptions(tp=tp, weights_dtype=weights_dtype)
+    return from_harness(document, options, "vllm_bench_json")
 
 
-def decode_text(text: str, *, tp: int = 1, weights_dtype: str = "bf16") -> ParseResult:
-    """Parse an uploaded file by its content: JSON (vllm bench result or lines) or CSV."""
-    stripped = text.lstrip("\ufeff").lstrip()
-    if stripped.startswith(("{", "[")):
+def decode_json_text(text: str, field: str = "file") -> Any:
+    """A JSON document, or the records of a JSON-lines file (SGLang, vllm ``--append-result``)."""
+    stripped = text.lstrip("\ufeff").strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError as whole:
         try:
-            document: Any = json.loads(stripped)
+            return [json.loads(line) for line in stripped.splitlines() if line.strip()]
         except json.JSONDecodeError:
-            try:
-                document = [json.loads(line) for line in stripped.splitlines() if line.strip()]
-            except json.JSONDecodeError as exc:
-                raise FieldError("file", f"not valid JSON: {exc.msg}") from exc
-        if isinstance(document, Mapping) and "measurements" in document:
-            items = document["measurements"]
-            if not isinstance(items, list):
-                raise FieldError("measurements", "must be an array")
-            return from_dicts(items)
-        if not looks_like_vllm_result(document):
-            raise FieldError("file", "JSON is neither an API body nor a vllm bench result")
-        return from_vllm(document, tp=tp, weights_dtype=weights_dtype)
-    return from_csv(text)
+            raise FieldError(
+                field, f"not valid JSON: {whole.msg} at line {whole.lineno}"
+            ) from whole
+
+
+def decode_text(
+    text: str,
+    *,
+    tp: int = 1,
+    weights_dtype: str = "bf16",
+    options: HarnessOptions | None = None,
+    format_name: str | None = None,
+) -> ParseResult:
+    """Parse an uploaded file by its content: JSON (API body, harness result or JSON lines)
+    or CSV; ``format_name`` forces a harness format."""
+    options = options or HarnessOptions(tp=tp, weights_dtype=weights_dtype)
+    stripped = text.lstrip("\ufeff").lstrip()
+    if format_name is None and not stripped.startswith(("{", "[")):
+        return from_csv(text)
+    document = decode_json_text(text)
+    if format_name is None and isinstance(document, Mapping) and "measurements" in document:
+        items = document["measurements"]
+        if not isinstance(items, list):
+            raise FieldError("measurements", "must be an array")
+        return from_dicts(items)
+    return from_harness(document, options, format_name)
 
 
 def measured_elsewhere(m: Measurement, accelerator: str) -> str | None:
@@ -248,7 +280,7 @@ def build_upload(
         measurements=tuple(kept),
         format=parsed.format,
         warnings=tuple(warnings),
-        csv_text=csv_text if parsed.format not in ("json", "vllm_bench_json") else None,
+        csv_text=csv_text if parsed.format not in ("json", *HARNESS_FORMAT_NAMES) else None,
     )
 
 
@@ -317,3 +349,33 @@ def referenced_models(measurements: Sequence[Measurement]) -> list[str]:
         m.model for m in measurements if isinstance(m, StaticMeasurement | ServingMeasurement)
     )
     return list(seen)
+
+
+def backends_of(measurements: Sequence[Measurement]) -> dict[str, int]:
+    """How many end-to-end runs name each backend (runs naming none are not counted)."""
+    counts: dict[str, int] = {}
+    for m in measurements:
+        if isinstance(m, StaticMeasurement | ServingMeasurement) and m.backend:
+            counts[m.backend] = counts.get(m.backend, 0) + 1
+    return counts
+
+
+def check_one_backend(upload: CalibrationUpload) -> None:
+    """Refuse an upload whose runs name several backends, or another backend than declared:
+    a profile describes one backend, and runs of different engines are never merged."""
+    counts = backends_of(upload.measurements)
+    listing = ", ".join(f"{name} ({n} runs)" for name, n in sorted(counts.items()))
+    if len(counts) > 1:
+        raise FieldError(
+            "backend",
+            f"the upload mixes {len(counts)} backends: {listing}; a profile is fitted for one "
+            "backend, so nothing was stored. Upload each backend's runs separately (the rows "
+            "of one backend), or add split_by_backend=true to store one profile per backend",
+        )
+    declared = upload.metadata.backend
+    if declared and counts and declared not in counts:
+        raise FieldError(
+            "backend",
+            f"is {declared!r} but the measurements were run on {listing}; give the backend "
+            "the runs name, or leave it out",
+        )

@@ -15,9 +15,8 @@ The fit runs off the event loop within ``fit_time_budget_s`` (settings): past it
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-from typing import Annotated, Any
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -42,17 +41,24 @@ from service.services.calibration import (
     FitTimeoutError,
 )
 from service.services.calibration_uploads import (
+    HARNESS_FORMAT_NAMES,
     CalibrationUpload,
+    HarnessOptions,
     UploadMetadata,
     build_upload,
+    decode_json_text,
     decode_text,
     from_dicts,
-    from_vllm,
-    looks_like_vllm_result,
+    from_harness,
+    looks_like_harness_result,
 )
 from service.services.errors import FieldError
 
 router = APIRouter(prefix="/v1/calibrations", tags=["calibration"])
+HarnessFormatName = Literal[
+    "vllm_bench_json", "sglang_bench_serving", "genai_perf", "trtllm_bench", "guidellm"
+]
+assert set(get_args(HarnessFormatName)) == set(HARNESS_FORMAT_NAMES)  # one list of formats
 
 RETRY_AFTER_S = 30
 FILE_FIELD = "file"
@@ -133,14 +139,11 @@ def _decode_utf8(raw: bytes, field: str) -> str:
         raise FieldError(field, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
-def _from_json(raw: bytes, query: dict[str, Any], tp: int, weights_dtype: str) -> CalibrationUpload:
-    try:
-        document: Any = json.loads(_decode_utf8(raw, "body"))
-    except json.JSONDecodeError as exc:
-        raise FieldError("body", f"not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-    if looks_like_vllm_result(document):
+def _from_json(raw: bytes, query: dict[str, Any], read: ReadOptions) -> CalibrationUpload:
+    document: Any = decode_json_text(_decode_utf8(raw, "body"), "body")
+    if read.format_name is not None or looks_like_harness_result(document):
         meta = _metadata(query)
-        parsed = from_vllm(document, tp=tp, weights_dtype=weights_dtype)
+        parsed = from_harness(document, read.harness, read.format_name)
         return build_upload(_named(meta, parsed.format), parsed)
     try:
         body = CalibrationCreate.model_validate(document)
@@ -151,16 +154,22 @@ def _from_json(raw: bytes, query: dict[str, Any], tp: int, weights_dtype: str) -
     return build_upload(_named(meta, parsed.format), parsed)
 
 
-def _from_text(
-    text: str, meta_values: dict[str, Any], tp: int, weights_dtype: str
-) -> CalibrationUpload:
+def _from_text(text: str, meta_values: dict[str, Any], read: ReadOptions) -> CalibrationUpload:
     meta = _metadata(meta_values)
-    parsed = decode_text(text, tp=tp, weights_dtype=weights_dtype)
+    parsed = decode_text(text, options=read.harness, format_name=read.format_name)
     return build_upload(_named(meta, parsed.format), parsed, csv_text=text)
 
 
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """How to read a harness result file: what it may not record, and a forced format."""
+
+    harness: HarnessOptions
+    format_name: str | None = None
+
+
 async def read_upload(
-    request: Request, query: dict[str, Any], tp: int, weights_dtype: str
+    request: Request, query: dict[str, Any], read: ReadOptions
 ) -> CalibrationUpload:
     """Decode the POST body by Content-Type (FieldError or RequestValidationError if bad)."""
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
@@ -173,13 +182,15 @@ async def read_upload(
         fields = {k: v for k, v in form.items() if k != FILE_FIELD and isinstance(v, str)}
         meta_values = {**query, **fields}
         text = _decode_utf8(raw, FILE_FIELD)
-        return await run_in_threadpool(_from_text, text, meta_values, tp, weights_dtype)
+        return await run_in_threadpool(_from_text, text, meta_values, read)
     raw = await request.body()
     if media in ("text/csv", "text/plain"):
         text = _decode_utf8(raw, "body")
-        return await run_in_threadpool(_from_text, text, query, tp, weights_dtype)
-    if media == "application/json" or media.endswith("+json"):
-        return await run_in_threadpool(_from_json, raw, query, tp, weights_dtype)
+        return await run_in_threadpool(_from_text, text, query, read)
+    if media in ("application/json", "application/x-ndjson", "application/jsonl") or (
+        media.endswith("+json")
+    ):
+        return await run_in_threadpool(_from_json, raw, query, read)
     raise _Unsupported(media)
 
 
@@ -213,8 +224,37 @@ async def create_calibration(
     name: Annotated[str | None, Query()] = None,
     backend: Annotated[str | None, Query()] = None,
     backend_version: Annotated[str | None, Query()] = None,
-    tp: Annotated[int, Query(ge=1, le=1024, description="TP of a vllm bench run.")] = 1,
-    weights_dtype: Annotated[str, Query(description="Weights dtype of a vllm run.")] = "bf16",
+    tp: Annotated[
+        int, Query(ge=1, le=1024, description="TP of a harness run whose file does not say.")
+    ] = 1,
+    weights_dtype: Annotated[
+        str, Query(description="Weights dtype of a harness run whose file does not say.")
+    ] = "bf16",
+    model: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="Model of a harness run whose file does not name it (SGLang "
+            "bench_serving), e.g. Qwen/Qwen3-32B or qwen3-32b.",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=1_000_000,
+            description="Concurrency limit of a run whose file does not record it "
+            "(trtllm-bench --concurrency); without it a trtllm-bench report is read as offline.",
+        ),
+    ] = None,
+    upload_format: Annotated[
+        HarnessFormatName | None,
+        Query(
+            alias="format",
+            description="Read the body as this harness result format instead of detecting it "
+            "from the content.",
+        ),
+    ] = None,
     idempotency_key: IdempotencyKey = None,
     api_key: ApiKeyHeader = None,
 ) -> Response:
@@ -225,8 +265,14 @@ async def create_calibration(
         "backend": backend,
         "backend_version": backend_version,
     }
+    read = ReadOptions(
+        HarnessOptions(
+            tp=tp, weights_dtype=weights_dtype, model=model or "", concurrency=concurrency
+        ),
+        upload_format,
+    )
     try:
-        upload = await read_upload(request, query, tp, weights_dtype)
+        upload = await read_upload(request, query, read)
     except _Unsupported as exc:
         return problem(415, "Unsupported Media Type", str(exc), "unsupported-media-type")
     limits = FitLimits(MAX_MEASUREMENTS_PER_CALIBRATION, settings.fit_time_budget_s)
