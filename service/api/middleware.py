@@ -12,6 +12,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_query_field
 from service.api.metrics import RequestMetrics
 from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
 
@@ -19,13 +20,29 @@ REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def _problem_bytes(status: int, title: str, detail: str, slug: str) -> bytes:
-    body = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+def _problem_bytes(
+    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
+) -> bytes:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
     return json.dumps(body).encode()
 
 
-async def _send_problem(send: Send, status: int, title: str, detail: str, slug: str) -> None:
-    body = _problem_bytes(status, title, detail, slug)
+async def _send_problem(
+    send: Send,
+    status: int,
+    title: str,
+    detail: str,
+    slug: str,
+    errors: list[dict[str, str]] | None = None,
+) -> None:
+    body = _problem_bytes(status, title, detail, slug, errors)
     headers = [
         (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
         (b"content-length", str(len(body)).encode()),
@@ -36,10 +53,30 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, slug: 
     await send({"type": "http.response.body", "body": body})
 
 
+async def _send_invalid(send: Send, field: str, message: str) -> None:
+    await _send_problem(
+        send,
+        422,
+        "Validation failed",
+        f"{field} {message}",
+        "validation-error",
+        errors=[{"field": field, "message": message}],
+    )
+
+
+def _header(scope: Scope, wanted: bytes) -> str:
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return ""
+
+
 class BodySizeLimitMiddleware:
     """Reject bodies over the limit with 413, by Content-Length and by streamed size.
 
-    ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``.
+    ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``. The
+    path, query string and buffered body are also checked for NUL characters (422 naming the
+    field; see ``input_guard``).
     """
 
     def __init__(
@@ -59,6 +96,13 @@ class BodySizeLimitMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if nul_in_path(scope["path"]):
+            await _send_invalid(send, "path", NUL_MESSAGE)
+            return
+        query_field = nul_query_field(scope.get("query_string", b""))
+        if query_field is not None:
+            await _send_invalid(send, query_field, NUL_MESSAGE)
             return
         max_bytes = self.limit_for(scope["path"])
         detail = f"request body exceeds the limit of {max_bytes} bytes"
@@ -80,6 +124,12 @@ class BodySizeLimitMiddleware:
                 return
             if not message.get("more_body", False):
                 break
+        if received:
+            body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+            found = body_problem(body, _header(scope, b"content-type"))
+            if found is not None:
+                await _send_invalid(send, *found)
+                return
 
         async def replay() -> Message:
             if messages:

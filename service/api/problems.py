@@ -13,6 +13,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from service.api.input_guard import NESTING_MESSAGE
 from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.services.errors import (
     AuthenticationError,
@@ -100,6 +101,11 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     headers = dict(exc.headers) if exc.headers else {}
     if exc.status_code == 400:
         detail = str(exc.detail)
+        if detail == FASTAPI_BODY_ERROR and isinstance(exc.__cause__, RecursionError):
+            # Python's JSON parser recurses per nesting level: a 100,000-deep body is bad input.
+            return validation_problem(
+                [{"field": "body", "message": NESTING_MESSAGE}], detail=f"body {NESTING_MESSAGE}"
+            )
         if detail == FASTAPI_BODY_ERROR:
             # FastAPI's answer to a body it cannot decode (not UTF-8, or otherwise unreadable).
             cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from service.api.deps import ApiKeyHeader, ReadAccess, SessionDep, SettingsDep, WriteAccess
+from service.api.input_guard import NESTING_MESSAGE
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
@@ -138,6 +139,8 @@ def _from_json(raw: bytes, query: dict[str, Any], tp: int, weights_dtype: str) -
         document: Any = json.loads(_decode_utf8(raw, "body"))
     except json.JSONDecodeError as exc:
         raise FieldError("body", f"not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+    except RecursionError as exc:
+        raise FieldError("body", NESTING_MESSAGE) from exc
     if looks_like_vllm_result(document):
         meta = _metadata(query)
         parsed = from_vllm(document, tp=tp, weights_dtype=weights_dtype)
