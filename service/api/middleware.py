@@ -14,7 +14,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_query_field
 from service.api.metrics import RequestMetrics
-from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
+from service.api.problems import (
+    DATABASE_RETRY_AFTER_S,
+    PROBLEM_BASE,
+    PROBLEM_MEDIA_TYPE,
+    database_unavailable,
+)
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -34,18 +39,21 @@ def _problem_bytes(
     return json.dumps(body).encode()
 
 
-async def _send_problem(
+async def send_problem(
     send: Send,
     status: int,
     title: str,
     detail: str,
     slug: str,
     errors: list[dict[str, str]] | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
+    """Send a complete problem+json response from ASGI middleware."""
     body = _problem_bytes(status, title, detail, slug, errors)
     headers = [
         (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
         (b"content-length", str(len(body)).encode()),
+        *(headers or []),
     ]
     if status == 413:
         headers.append((b"connection", b"close"))
@@ -54,7 +62,7 @@ async def _send_problem(
 
 
 async def _send_invalid(send: Send, field: str, message: str) -> None:
-    await _send_problem(
+    await send_problem(
         send,
         422,
         "Validation failed",
@@ -108,7 +116,7 @@ class BodySizeLimitMiddleware:
         detail = f"request body exceeds the limit of {max_bytes} bytes"
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
-                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                await send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
         # Buffer the body (bounded by the limit) so an oversized stream is refused before the app.
         messages: list[Message] = []
@@ -120,7 +128,7 @@ class BodySizeLimitMiddleware:
                 break
             received += len(message.get("body", b""))
             if received > max_bytes:
-                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                await send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
             if not message.get("more_body", False):
                 break
@@ -169,10 +177,24 @@ class RequestContextMiddleware:
         start = time.perf_counter()
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc) and not started:
+                self.logger.warning(
+                    "database unavailable",
+                    extra={"fields": {"request_id": request_id, "error": type(exc).__name__}},
+                )
+                await send_problem(
+                    send_with_id,
+                    503,
+                    "Service Unavailable",
+                    "the database is busy or unreachable; retry shortly",
+                    "service-unavailable",
+                    headers=[(b"retry-after", str(DATABASE_RETRY_AFTER_S).encode())],
+                )
+                return
             self.logger.exception("unhandled error", extra={"fields": {"request_id": request_id}})
             if not started:
-                await _send_problem(
+                await send_problem(
                     send_with_id,
                     500,
                     "Internal Server Error",

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
@@ -153,20 +154,38 @@ async def _engine_error(_: Request, exc: Exception) -> JSONResponse:
     return validation_problem([{"field": field, "message": str(exc)}], detail=str(exc))
 
 
+DATABASE_RETRY_AFTER_S = 1
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Return whether ``exc`` means the database cannot be reached or is overloaded right now.
+
+    Pool exhaustion, refused or dropped connections, "too many clients", a server restarting,
+    SQLite's "database is locked": all pass with time, so the answer is 503, not 500.
+    """
+    if isinstance(exc, OperationalError | InterfaceError | PoolTimeoutError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
-    # Every pooled connection stayed busy past the pool timeout: an overload, not a bug.
+    if not database_unavailable(exc):
+        raise exc
+    # The pool stayed busy past its timeout, or the database refused or dropped the connection.
     return problem(
         503,
         "Service Unavailable",
-        "the database is busy; retry shortly",
+        "the database is busy or unreachable; retry shortly",
         "service-unavailable",
-        headers={"Retry-After": "1"},
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
     )
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     """Register every exception-to-problem mapping on ``app``."""
     app.add_exception_handler(PoolTimeoutError, _database_busy)
+    app.add_exception_handler(OperationalError, _database_busy)
+    app.add_exception_handler(InterfaceError, _database_busy)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(NotFoundError, _not_found)
