@@ -56,18 +56,26 @@ def serve(
     import uvicorn
 
     from service.api.logs import configure_logging
+    from service.api.problems import database_unavailable
     from service.api.workers import Supervisor, WorkerConfig, reuse_port_supported
     from service.services.bootstrap import prepare_database
 
+    os.environ["RIDGELINE_WORKERS"] = str(workers)  # each worker's share of the pool budget
     settings = Settings()
     engine = make_engine(settings.database_url)
     try:
         prepare_database(settings, engine)
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        # The workers start anyway, answer /readyz 503 and retry with backoff (api.startup).
+        typer.echo(f"database unavailable ({type(exc).__name__}); workers will wait for it")
+    else:
+        # Workers must not repeat migrations or seeding: it is done above.
+        os.environ["RIDGELINE_MIGRATE_ON_STARTUP"] = "false"
+        os.environ["RIDGELINE_SEED_ON_STARTUP"] = "false"
     finally:
         engine.dispose()
-    # Workers must not race each other on migrations or seeding: it is done above.
-    os.environ["RIDGELINE_MIGRATE_ON_STARTUP"] = "false"
-    os.environ["RIDGELINE_SEED_ON_STARTUP"] = "false"
     if workers > 1 and reuse_port_supported():
         configure_logging(settings.log_level)
         Supervisor(WorkerConfig(host, port, settings.log_level.lower()), workers).run()

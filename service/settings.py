@@ -36,6 +36,18 @@ class Settings(BaseSettings):
     rate_limit_estimates_burst: int = Field(default=400, ge=1)
     rate_limit_calibrations_per_s: float = Field(default=1.0, gt=0)
     rate_limit_calibrations_burst: int = Field(default=20, ge=1)
+    # Connection budget: how many PostgreSQL connections one replica (all its worker
+    # processes together) may hold. Size it as (server max_connections - reserved) / replicas;
+    # each worker gets budget // workers, one of them for the autocommit reader, the rest its
+    # pool, with no overflow (a request that finds the pool busy for ``db_pool_timeout_s``
+    # answers 503 + Retry-After instead of opening connection number 101).
+    db_max_connections: int = Field(default=20, ge=2)
+    db_pool_timeout_s: float = Field(default=5.0, gt=0)
+    # Worker processes of this replica (``ridgeline serve --workers`` sets it for its workers).
+    workers: int = Field(default=1, ge=1)
+    # Start-up waits for an unreachable database: delays double from the first to the max.
+    db_connect_first_delay_s: float = Field(default=0.5, gt=0)
+    db_connect_max_delay_s: float = Field(default=10.0, gt=0)
     # Wall-clock budget of one calibration fit (applied by the calibration service).
     fit_time_budget_s: float = Field(default=20.0, gt=0)
     log_level: str = "INFO"
@@ -56,6 +68,11 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def pool_size_per_worker(self) -> int:
+        """Pooled connections of one worker: its share of the budget less its reader's one."""
+        return max(1, self.db_max_connections // self.workers - 1)
 
 
 def normalise_database_url(url: str) -> str:

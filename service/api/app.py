@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.concurrency import run_in_threadpool
 
 from service.api.limits import install_limits
 from service.api.logs import configure_logging
@@ -16,9 +16,9 @@ from service.api.problems import install_problem_handlers
 from service.api.routers import accelerators, analysis, calibrations, charts, health, models
 from service.api.routers import planning as planning_routes
 from service.api.routers.dashboard import mount_dashboard
+from service.api.startup import StartupGateMiddleware, StartupState, attempt, wait_for_database
 from service.db.reader import AutocommitReader
 from service.db.session import make_engine, make_session_factory
-from service.services.bootstrap import prepare_database
 from service.settings import Settings
 
 API_TITLE = "Ridgeline"
@@ -31,16 +31,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     logger = configure_logging(settings.log_level)
     metrics = RequestMetrics()
 
+    startup = StartupState()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        engine = make_engine(
+            settings.database_url,
+            pool_size=settings.pool_size_per_worker,
+            max_overflow=0,
+            pool_timeout_s=settings.db_pool_timeout_s,
+        )
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
-        await run_in_threadpool(prepare_database, settings, engine)
         app.state.reader = AutocommitReader(settings.database_url)
+        waiting: asyncio.Task[None] | None = None
+        if not await attempt(startup, settings, engine):
+            waiting = asyncio.create_task(wait_for_database(startup, settings, engine))
         try:
             yield
         finally:
+            if waiting is not None:
+                waiting.cancel()
             app.state.reader.close()
             engine.dispose()
 
@@ -53,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
+    app.state.startup = startup
     app.state.metrics = metrics
     install_problem_handlers(app)
     app.include_router(health.router)
@@ -71,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Rate limits sit inside the request context (429s get request ids) and before the body.
     install_limits(app, settings)
+    app.add_middleware(StartupGateMiddleware, state=startup)
     app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)
     return app
 

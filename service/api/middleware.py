@@ -12,23 +12,48 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_query_field
 from service.api.metrics import RequestMetrics
-from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
+from service.api.problems import (
+    DATABASE_RETRY_AFTER_S,
+    PROBLEM_BASE,
+    PROBLEM_MEDIA_TYPE,
+    database_unavailable,
+)
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def _problem_bytes(status: int, title: str, detail: str, slug: str) -> bytes:
-    body = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+def _problem_bytes(
+    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
+) -> bytes:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
     return json.dumps(body).encode()
 
 
-async def _send_problem(send: Send, status: int, title: str, detail: str, slug: str) -> None:
-    body = _problem_bytes(status, title, detail, slug)
+async def send_problem(
+    send: Send,
+    status: int,
+    title: str,
+    detail: str,
+    slug: str,
+    errors: list[dict[str, str]] | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Send a complete problem+json response from ASGI middleware."""
+    body = _problem_bytes(status, title, detail, slug, errors)
     headers = [
         (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
         (b"content-length", str(len(body)).encode()),
+        *(headers or []),
     ]
     if status == 413:
         headers.append((b"connection", b"close"))
@@ -36,10 +61,30 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, slug: 
     await send({"type": "http.response.body", "body": body})
 
 
+async def _send_invalid(send: Send, field: str, message: str) -> None:
+    await send_problem(
+        send,
+        422,
+        "Validation failed",
+        f"{field} {message}",
+        "validation-error",
+        errors=[{"field": field, "message": message}],
+    )
+
+
+def _header(scope: Scope, wanted: bytes) -> str:
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return ""
+
+
 class BodySizeLimitMiddleware:
     """Reject bodies over the limit with 413, by Content-Length and by streamed size.
 
-    ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``.
+    ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``. The
+    path, query string and buffered body are also checked for NUL characters (422 naming the
+    field; see ``input_guard``).
     """
 
     def __init__(
@@ -60,11 +105,18 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if nul_in_path(scope["path"]):
+            await _send_invalid(send, "path", NUL_MESSAGE)
+            return
+        query_field = nul_query_field(scope.get("query_string", b""))
+        if query_field is not None:
+            await _send_invalid(send, query_field, NUL_MESSAGE)
+            return
         max_bytes = self.limit_for(scope["path"])
         detail = f"request body exceeds the limit of {max_bytes} bytes"
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
-                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                await send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
         # Buffer the body (bounded by the limit) so an oversized stream is refused before the app.
         messages: list[Message] = []
@@ -76,10 +128,16 @@ class BodySizeLimitMiddleware:
                 break
             received += len(message.get("body", b""))
             if received > max_bytes:
-                await _send_problem(send, 413, "Content Too Large", detail, "content-too-large")
+                await send_problem(send, 413, "Content Too Large", detail, "content-too-large")
                 return
             if not message.get("more_body", False):
                 break
+        if received:
+            body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+            found = body_problem(body, _header(scope, b"content-type"))
+            if found is not None:
+                await _send_invalid(send, *found)
+                return
 
         async def replay() -> Message:
             if messages:
@@ -119,10 +177,24 @@ class RequestContextMiddleware:
         start = time.perf_counter()
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc) and not started:
+                self.logger.warning(
+                    "database unavailable",
+                    extra={"fields": {"request_id": request_id, "error": type(exc).__name__}},
+                )
+                await send_problem(
+                    send_with_id,
+                    503,
+                    "Service Unavailable",
+                    "the database is busy or unreachable; retry shortly",
+                    "service-unavailable",
+                    headers=[(b"retry-after", str(DATABASE_RETRY_AFTER_S).encode())],
+                )
+                return
             self.logger.exception("unhandled error", extra={"fields": {"request_id": request_id}})
             if not started:
-                await _send_problem(
+                await send_problem(
                     send_with_id,
                     500,
                     "Internal Server Error",

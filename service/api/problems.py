@@ -9,10 +9,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from service.api.input_guard import NESTING_MESSAGE
 from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.services.errors import (
     AuthenticationError,
@@ -100,6 +102,11 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     headers = dict(exc.headers) if exc.headers else {}
     if exc.status_code == 400:
         detail = str(exc.detail)
+        if detail == FASTAPI_BODY_ERROR and isinstance(exc.__cause__, RecursionError):
+            # Python's JSON parser recurses per nesting level: a 100,000-deep body is bad input.
+            return validation_problem(
+                [{"field": "body", "message": NESTING_MESSAGE}], detail=f"body {NESTING_MESSAGE}"
+            )
         if detail == FASTAPI_BODY_ERROR:
             # FastAPI's answer to a body it cannot decode (not UTF-8, or otherwise unreadable).
             cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
@@ -147,20 +154,38 @@ async def _engine_error(_: Request, exc: Exception) -> JSONResponse:
     return validation_problem([{"field": field, "message": str(exc)}], detail=str(exc))
 
 
+DATABASE_RETRY_AFTER_S = 1
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Return whether ``exc`` means the database cannot be reached or is overloaded right now.
+
+    Pool exhaustion, refused or dropped connections, "too many clients", a server restarting,
+    SQLite's "database is locked": all pass with time, so the answer is 503, not 500.
+    """
+    if isinstance(exc, OperationalError | InterfaceError | PoolTimeoutError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
-    # Every pooled connection stayed busy past the pool timeout: an overload, not a bug.
+    if not database_unavailable(exc):
+        raise exc
+    # The pool stayed busy past its timeout, or the database refused or dropped the connection.
     return problem(
         503,
         "Service Unavailable",
-        "the database is busy; retry shortly",
+        "the database is busy or unreachable; retry shortly",
         "service-unavailable",
-        headers={"Retry-After": "1"},
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
     )
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     """Register every exception-to-problem mapping on ``app``."""
     app.add_exception_handler(PoolTimeoutError, _database_busy)
+    app.add_exception_handler(OperationalError, _database_busy)
+    app.add_exception_handler(InterfaceError, _database_busy)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(NotFoundError, _not_found)

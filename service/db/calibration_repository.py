@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from service.db.models import CalibrationMeasurementRow, CalibrationProfileRow, IdempotencyKeyRow
@@ -21,8 +21,22 @@ class CalibrationRepository:
         """Return the profile with this id, or None."""
         return self.session.get(CalibrationProfileRow, profile_id)
 
+    def lock_series(self, accelerator: str, backend: str, name: str) -> None:
+        """Serialise version allocation of one (accelerator, backend, name) until commit.
+
+        PostgreSQL: a transaction-scoped advisory lock on a hash of the three (a hash collision
+        only makes two series wait for each other). SQLite: nothing to do, a write transaction
+        (``BEGIN IMMEDIATE``) already holds the database's single write lock.
+        """
+        if self.session.get_bind().dialect.name == "postgresql":
+            key = f"ridgeline:calibration:{accelerator}\x1f{backend}\x1f{name}"
+            self.session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
     def next_version(self, accelerator: str, backend: str, name: str) -> int:
-        """Return 1 + the highest version stored for (accelerator, backend, name)."""
+        """Return 1 + the highest version stored for (accelerator, backend, name).
+
+        Call ``lock_series`` first in the same transaction, so two writers cannot both get it.
+        """
         stmt = select(func.max(CalibrationProfileRow.version)).where(
             CalibrationProfileRow.accelerator == accelerator,
             CalibrationProfileRow.backend == backend,

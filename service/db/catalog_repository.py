@@ -25,6 +25,15 @@ class _CatalogRepository(Generic[RowT]):
         """Return the row with this id, or None."""
         return self.session.get(self.row_type, row_id)
 
+    def get_for_update(self, row_id: str) -> RowT | None:
+        """Return the row with this id, freshly read and locked until the transaction ends.
+
+        PostgreSQL: ``SELECT ... FOR UPDATE``, so a concurrent writer of the same row waits for
+        this transaction and then reads what it committed. SQLite renders no lock clause: its
+        write transactions (``BEGIN IMMEDIATE``) already serialise writers.
+        """
+        return self.session.get(self.row_type, row_id, with_for_update=True, populate_existing=True)
+
     def add(self, row: RowT) -> RowT:
         """Insert a row and flush so constraint violations surface here."""
         self.session.add(row)

@@ -17,7 +17,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
 from service.db.base import Base
 
@@ -42,6 +42,13 @@ class CatalogRowMixin:
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @declared_attr.directive
+    def __mapper_args__(cls) -> dict[str, Any]:
+        # Every UPDATE/DELETE of a loaded row says ``WHERE version = <the version read>`` (0 rows:
+        # StaleDataError); writers still set the new version themselves (no generator).
+        table = cls.__table__  # type: ignore[attr-defined]
+        return {"version_id_col": table.c.version, "version_id_generator": False}
 
 
 class AcceleratorRow(CatalogRowMixin, Base):

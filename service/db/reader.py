@@ -25,7 +25,7 @@ class AutocommitReader:
     """
 
     def __init__(self, database_url: str) -> None:
-        self._base = make_engine(database_url)
+        self._base = make_engine(database_url, pool_size=1)
         self._engine = self._base.execution_options(isolation_level="AUTOCOMMIT")
         self._connection: Connection | None = None
         self._lock = threading.Lock()

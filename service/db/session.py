@@ -42,8 +42,22 @@ def begin_write(session: Session) -> None:
         session.connection(execution_options={WRITE_TRANSACTION: True})
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine for ``url``; creates the SQLite file's folder if needed."""
+DEFAULT_POOL_SIZE = 10
+DEFAULT_POOL_TIMEOUT_S = 30.0
+
+
+def make_engine(
+    url: str,
+    *,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    max_overflow: int = 0,
+    pool_timeout_s: float = DEFAULT_POOL_TIMEOUT_S,
+) -> Engine:
+    """Create an engine for ``url``; creates the SQLite file's folder if needed.
+
+    PostgreSQL pools hold at most ``pool_size + max_overflow`` connections; the app sizes them
+    from the settings' connection budget (``Settings.pool_size_per_worker``).
+    """
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
@@ -54,7 +68,13 @@ def make_engine(url: str) -> Engine:
         return engine
     # Each worker serves many requests at once (thread pool); a calibration upload holds a
     # connection only around its reads and its write, not during the fit.
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=pool_timeout_s,
+    )
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

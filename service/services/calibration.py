@@ -291,6 +291,7 @@ class CalibrationService:
 
     def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
         meta = upload.metadata
+        self.profiles.lock_series(meta.accelerator, meta.backend, meta.name)
         row = CalibrationProfileRow(
             id=new_profile_id(),
             accelerator=meta.accelerator,

@@ -158,6 +158,14 @@ class _Collection(Generic[RowT]):
             raise NotFoundError(self.kind, row_id)
         return row
 
+    def load_for_update(self, row_id: str) -> RowT:
+        """Load the row locked for this write transaction (see ``get_for_update``)."""
+        begin_write(self.session)
+        row: RowT | None = self.repo.get_for_update(row_id)
+        if row is None:
+            raise NotFoundError(self.kind, row_id)
+        return row
+
     def check(self, row: RowT, if_match: str | None) -> None:
         if if_match is not None and not etag_matches(if_match, etag_of(self.to_dict(row))):
             raise PreconditionFailedError(
@@ -180,8 +188,9 @@ class _Collection(Generic[RowT]):
         return self.to_dict(row)
 
     def replace(self, row_id: str, data: Mapping[str, Any], if_match: str | None) -> dict[str, Any]:
-        begin_write(self.session)
-        row = self.load(row_id)
+        # The lock makes check-then-write atomic: of two writers holding the same ETag, the
+        # second reads the first one's commit and fails the If-Match check.
+        row = self.load_for_update(row_id)
         self.check(row, if_match)
         self.apply(row, data)
         row.origin = ORIGIN_USER
@@ -191,8 +200,7 @@ class _Collection(Generic[RowT]):
         return self.to_dict(row)
 
     def delete(self, row_id: str, if_match: str | None) -> None:
-        begin_write(self.session)
-        row = self.load(row_id)
+        row = self.load_for_update(row_id)
         self.check(row, if_match)
         # A row seeded once (even if edited since) gets a tombstone so seeding won't restore it.
         seeded = row.origin == ORIGIN_SEED or row.seed_hash is not None
@@ -242,13 +250,19 @@ class CatalogService:
         )
         return _page([accelerator_to_dict(r) for r in rows], limit)
 
-    def get_accelerator(self, accelerator_id: str) -> dict[str, Any]:
-        """Return one accelerator's representation; NotFoundError if absent."""
-        return accelerator_to_dict(self._accelerators.load(accelerator_id))
+    def get_accelerator(self, accelerator_id: str, *, for_update: bool = False) -> dict[str, Any]:
+        """Return one accelerator's representation; NotFoundError if absent.
 
-    def begin_write(self) -> None:
-        """Make this request's transaction a write before a read-modify-write (merge patch)."""
-        begin_write(self.session)
+        ``for_update`` starts a write transaction and locks the row until it ends (the read of
+        a read-modify-write such as a merge patch).
+        """
+        collection = self._accelerators
+        row = (
+            collection.load_for_update(accelerator_id)
+            if for_update
+            else collection.load(accelerator_id)
+        )
+        return accelerator_to_dict(row)
 
     def create_accelerator(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Insert a user accelerator; ConflictError if the id exists."""
@@ -287,9 +301,11 @@ class CatalogService:
         )
         return _page([model_to_dict(r) for r in rows], limit)
 
-    def get_model(self, model_id: str) -> dict[str, Any]:
-        """Return one model's representation; NotFoundError if absent."""
-        return model_to_dict(self._models.load(model_id))
+    def get_model(self, model_id: str, *, for_update: bool = False) -> dict[str, Any]:
+        """Return one model's representation; NotFoundError if absent (``for_update``: locked)."""
+        collection = self._models
+        row = collection.load_for_update(model_id) if for_update else collection.load(model_id)
+        return model_to_dict(row)
 
     def create_model(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and insert a user model; InvalidShapeError or ConflictError on failure."""

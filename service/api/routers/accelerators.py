@@ -18,7 +18,6 @@ from service.api.routers.conditional import (
 from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
 from service.api.schemas.common import Dtype, ListPage
 from service.services.catalog import read_accelerator
-from service.services.representation import etag_of
 
 router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
 
@@ -91,14 +90,12 @@ def patch_accelerator(
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale)."""
-    catalog.begin_write()
-    current = catalog.get_accelerator(accelerator_id)
+    current = catalog.get_accelerator(accelerator_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(accelerator_id, patch.get("id"))
     merged = validate_as(AcceleratorReplace, merge_patch(editable, patch))
-    expected = if_match if if_match is not None else etag_of(current)
     return representation_response(
-        catalog.replace_accelerator(accelerator_id, merged, if_match=expected)
+        catalog.replace_accelerator(accelerator_id, merged, if_match=if_match)
     )
 
 

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from service.api.deps import ApiKeyHeader, ReadAccess, SessionDep, SettingsDep, WriteAccess
+from service.api.input_guard import NESTING_MESSAGE
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
@@ -140,7 +141,10 @@ def _decode_utf8(raw: bytes, field: str) -> str:
 
 
 def _from_json(raw: bytes, query: dict[str, Any], read: ReadOptions) -> CalibrationUpload:
-    document: Any = decode_json_text(_decode_utf8(raw, "body"), "body")
+    try:
+        document: Any = decode_json_text(_decode_utf8(raw, "body"), "body")
+    except RecursionError as exc:
+        raise FieldError("body", NESTING_MESSAGE) from exc
     if read.format_name is not None or looks_like_harness_result(document):
         meta = _metadata(query)
         parsed = from_harness(document, read.harness, read.format_name)

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from service.api.startup import NOT_READY_RETRY_AFTER_S
 from service.db.migrate import is_at_head
 
 router = APIRouter(tags=["service"])
@@ -25,6 +26,14 @@ async def healthz() -> dict[str, str]:
 def readyz(request: Request) -> JSONResponse:
     """Report ready only when the database answers and its schema is at the migration head."""
     checks: dict[str, Any] = {"database": False, "migrations": False}
+    startup = request.app.state.startup
+    if not startup.ready:
+        checks["startup"] = startup.describe()
+        return JSONResponse(
+            {"status": "not ready", "checks": checks},
+            status_code=503,
+            headers={"Retry-After": str(NOT_READY_RETRY_AFTER_S)},
+        )
     try:
         engine = request.app.state.engine
         with engine.connect() as connection:

@@ -16,7 +16,6 @@ from service.api.routers.conditional import (
 )
 from service.api.schemas.common import ListPage
 from service.api.schemas.models import Model, ModelCreate, ModelImport, ModelReplace
-from service.services.representation import etag_of
 
 router = APIRouter(prefix="/v1/models", tags=["catalog"])
 
@@ -94,13 +93,11 @@ def patch_model(
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch a model (RFC 7396; 412 if If-Match is stale)."""
-    catalog.begin_write()
-    current = catalog.get_model(model_id)
+    current = catalog.get_model(model_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(model_id, patch.get("id"))
     merged = validate_as(ModelReplace, merge_patch(editable, patch))
-    expected = if_match if if_match is not None else etag_of(current)
-    return representation_response(catalog.replace_model(model_id, merged, if_match=expected))
+    return representation_response(catalog.replace_model(model_id, merged, if_match=if_match))
 
 
 @router.delete("/{model_id}", status_code=204, dependencies=[WriteAccess])
