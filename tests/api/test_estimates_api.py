@@ -113,15 +113,18 @@ def test_matches_engine_called_directly(client: TestClient, db_session: Session)
         ] == direct.usd_per_million_output_tokens.tolist()
 
 
-def test_llama_70b_does_not_fit_one_h100_but_fits_two(client: TestClient) -> None:
+def test_llama_70b_does_not_fit_one_h100_but_fits_four(client: TestClient) -> None:
     one = post(client, model="llama-3.1-70b", batch_sizes=[1, 8])
     assert [p["memory"]["fits"] for p in one["points"]] == [False, False]
     assert all(p["memory"]["total_gb"] > p["memory"]["usable_gb"] for p in one["points"])
     assert one["points"][0]["ttft_ms"] > 0  # an answer, not an error
-    two = post(client, model="llama-3.1-70b", batch_sizes=[1], parallelism={"tp": 2})
-    assert two["points"][0]["memory"]["fits"] is True
-    assert two["points"][0]["memory"]["weights_gb"] == pytest.approx(
-        one["points"][0]["memory"]["weights_gb"] / 2, rel=0.02
+    # 80 GB = 80e9 bytes: usable 0.9 × 80 = 72 GB; TP2 holds 70.5 GB of weights + 1.5 GB
+    # runtime, so only TP4 (35.3 GB of weights) leaves room for a KV cache.
+    assert one["points"][0]["memory"]["capacity_gb"] == 80.0
+    four = post(client, model="llama-3.1-70b", batch_sizes=[1], parallelism={"tp": 4})
+    assert four["points"][0]["memory"]["fits"] is True
+    assert four["points"][0]["memory"]["weights_gb"] == pytest.approx(
+        one["points"][0]["memory"]["weights_gb"] / 4, rel=0.02
     )
 
 
@@ -190,14 +193,14 @@ def test_no_price_gives_null_cost_never_nan(
 
 
 def test_serving_queues_beyond_kv_capacity(client: TestClient) -> None:
-    answer = post(client, mode="serving", model="llama-3.1-70b", parallelism={"tp": 2})
+    answer = post(client, mode="serving", model="llama-3.1-70b", parallelism={"tp": 4})
     limit = answer["max_batch_size"]
     concurrency = [max(limit // 2, 1), limit * 4]
     points = post(
         client,
         mode="serving",
         model="llama-3.1-70b",
-        parallelism={"tp": 2},
+        parallelism={"tp": 4},
         batch_sizes=concurrency,
     )["points"]
     assert points[0]["queue_wait_ms"] == 0.0
