@@ -43,6 +43,7 @@ class EstimateResult:
 
     mode: str
     compute_dtype: str
+    precision: Precision  # as used: ``weights="native"`` resolved to the model's dtype
     gpus_per_replica: int
     input_tokens: int
     output_tokens: int
@@ -304,11 +305,14 @@ def estimate(
 ) -> EstimateResult:
     """Estimate speed, memory and cost per batch size (static) or concurrency (serving).
 
-    Static: TTFT = prefill of B·S_in tokens; TPOT = decode step at batch B and context
-    S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see ``serving.serving_state``.
-    A configuration that does not fit is reported with ``fits`` False, not raised.
+    ``precision.weights="native"`` takes the model's ``native_weights_dtype`` (the result's
+    ``precision`` says which was used). Static: TTFT = prefill of B·S_in tokens; TPOT = decode
+    step at batch B and context S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see
+    ``serving.serving_state``. A configuration that does not fit is reported with ``fits``
+    False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
+    precision = precision.resolved(model.native_weights_dtype)
     _check_shared(model, precision, parallelism, mode)
     _check_member(accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
@@ -329,6 +333,7 @@ def estimate(
     return EstimateResult(
         mode=mode,
         compute_dtype=precision.compute_dtype,
+        precision=precision,
         gpus_per_replica=gpus,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -391,6 +396,7 @@ def estimate_stacked(
         raise EngineError("every member needs an accelerator, lengths, batch sizes and a price")
     if members == 0:
         return []
+    precision = precision.resolved(model.native_weights_dtype)
     _check_shared(model, precision, parallelism, mode)
     arrays = [np.asarray(b, dtype=np.float64) for b in batch_sizes]
     distinct = list({id(a): a for a in accelerators}.values())
@@ -450,6 +456,7 @@ def estimate_stacked(
             EstimateResult(
                 mode=mode,
                 compute_dtype=dtype,
+                precision=precision,
                 gpus_per_replica=gpus,
                 input_tokens=input_tokens[i],
                 output_tokens=output_tokens[i],

@@ -9,6 +9,7 @@ candidates are ranked. Nothing here loops over concurrency levels in Python.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -556,6 +557,10 @@ def plan(candidates: Sequence[Candidate], question: PlanQuestion) -> PlanResult:
     An infeasible question is an answer with no configuration and every candidate's reason.
     """
     question.validate()
+    candidates = [
+        dataclasses.replace(c, precision=c.precision.resolved(c.model.native_weights_dtype))
+        for c in candidates
+    ]
     prechecked = [_precheck(c, question) for c in candidates]
     limits = {i: pre for i, pre in enumerate(prechecked) if not isinstance(pre, Rejection)}
     by_index = _evaluate_all(candidates, limits, question)

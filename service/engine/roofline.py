@@ -120,6 +120,7 @@ class IntensityResult:
     batch_size: int
     context_tokens: int
     compute_dtype: str
+    precision: Precision  # as used: ``weights="native"`` resolved to the model's dtype
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None
     operators: tuple[IntensityRow, ...]
@@ -154,6 +155,7 @@ def analyze_intensity(
     step after ``context_tokens`` cached tokens, for ``batch_size`` sequences.
     """
     model.validate()
+    precision = precision.resolved(model.native_weights_dtype)
     precision.validate()
     parallelism.check_divides(model)
     if phase not in PHASES:
@@ -195,6 +197,7 @@ def analyze_intensity(
         batch_size=batch_size,
         context_tokens=context_tokens,
         compute_dtype=precision.compute_dtype,
+        precision=precision,
         ridge_point_flop_per_byte=accelerator.ridge_point_flop_per_byte(precision.compute_dtype),
         critical_batch_size=critical_batch_size(
             model, accelerator, precision=precision, parallelism=parallelism, params=params

@@ -273,3 +273,27 @@ def test_unknown_ids_are_404(client: TestClient, overrides: dict[str, Any], need
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/problem+json")
     assert needle in response.json()["detail"]
+
+
+def test_native_weights_by_default_and_explicit_dtype_wins(client: TestClient) -> None:
+    # No precision.weights: DeepSeek-V3 runs in its fp8 checkpoint format and fits 8 × H200
+    # (85.1 GB of weights per GPU < 126.9 GB usable; tests/engine/test_native_weights.py).
+    native = post(
+        client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8},
+        batch_sizes=[1],
+    )  # fmt: skip
+    assert native["precision"]["weights"] == "fp8"
+    assert native["precision"]["weights_source"] == "native"
+    assert native["points"][0]["memory"]["fits"] is True
+    EstimateResponse.model_validate(native)
+    asked = post(
+        client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8},
+        batch_sizes=[1], precision={"weights": "bf16"},
+    )  # fmt: skip
+    assert asked["precision"]["weights"] == "bf16"
+    assert asked["precision"]["weights_source"] == "request"
+    assert asked["points"][0]["memory"]["fits"] is False
+    # gpt-oss-120b ships MXFP4: one H100 holds it.
+    oss = post(client, model="gpt-oss-120b", batch_sizes=[1])
+    assert oss["precision"]["weights"] == "fp4"
+    assert oss["points"][0]["memory"]["fits"] is True
