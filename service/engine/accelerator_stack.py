@@ -25,13 +25,13 @@ class AcceleratorStack:
     accelerators: tuple[Accelerator, ...]
     index: IntArray
     memory_bandwidth_bytes_s: FloatArray
-    link_bytes_s: FloatArray
     capacity_bytes: FloatArray
     tdp_w: FloatArray
     # Per dtype group ("bf16", "fp8"): each point's GEMM compute efficiency relative to the
     # shared EfficiencyParams (members whose priors differ only there can share one pass).
     gemm_efficiency_scales: dict[str, FloatArray] = field(default_factory=dict, compare=False)
     _peaks: dict[str, FloatArray] = field(default_factory=dict, compare=False, repr=False)
+    _links: dict[int, FloatArray] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -41,10 +41,6 @@ class AcceleratorStack:
         gemm_efficiency_scales: dict[str, FloatArray] | None = None,
     ) -> AcceleratorStack:
         """Lay out ``accelerators`` per point (``index`` names each point's accelerator)."""
-        # Imported here: kernels and memory import this module for their dispatch.
-        from service.engine.kernels import link_bytes_s
-        from service.engine.memory import capacity_bytes
-
         accs = tuple(accelerators)
         idx = np.asarray(index, dtype=np.intp)
 
@@ -55,8 +51,7 @@ class AcceleratorStack:
             accelerators=accs,
             index=idx,
             memory_bandwidth_bytes_s=per_point([a.memory_bandwidth_bytes_s for a in accs]),
-            link_bytes_s=per_point([link_bytes_s(a) for a in accs]),
-            capacity_bytes=per_point([capacity_bytes(a) for a in accs]),
+            capacity_bytes=per_point([a.memory_bytes for a in accs]),
             tdp_w=per_point([a.tdp_w for a in accs]),
             gemm_efficiency_scales=dict(gemm_efficiency_scales or {}),
         )
@@ -81,9 +76,24 @@ class AcceleratorStack:
         """Return dense peak FLOP/s per point; UnsupportedDtypeError if any accelerator lacks it."""
         peak = self._peaks.get(dtype)
         if peak is None:
-            from service.engine.kernels import peak_flops_s
-
-            values = [peak_flops_s(a, dtype) for a in self.accelerators]
+            values = [a.peak_flops_s(dtype) for a in self.accelerators]
             peak = np.asarray(values, dtype=np.float64)[self.index]
             self._peaks[dtype] = peak
         return peak
+
+    def attention_peak_flops_s(self) -> FloatArray:
+        """Return each point's 16-bit peak (bf16, or fp16 where bf16 is absent)."""
+        peak = self._peaks.get("attention")
+        if peak is None:
+            values = [a.peak_flops_s(a.sixteen_bit_dtype()) for a in self.accelerators]
+            peak = np.asarray(values, dtype=np.float64)[self.index]
+            self._peaks["attention"] = peak
+        return peak
+
+    def link_bytes_s(self, peers: int) -> FloatArray:
+        """Return each point's per-direction link bandwidth for a collective over ``peers``."""
+        rate = self._links.get(peers)
+        if rate is None:
+            values = [a.link_bytes_s(peers) for a in self.accelerators]
+            rate = self._links[peers] = np.asarray(values, dtype=np.float64)[self.index]
+        return rate

@@ -14,7 +14,7 @@ from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, Hardware, peak_flops_s, spread
+from service.engine.kernels import FloatArray, Hardware, spread
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
     MemoryBreakdown,
@@ -24,7 +24,7 @@ from service.engine.memory import (
 from service.engine.operators import AttentionGroup, StepCost, prefill_step, step_costs
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
-from service.engine.roofline import critical_batch_size, ridge_point_flop_per_byte
+from service.engine.roofline import critical_batch_size
 from service.engine.serving import serving_state
 from service.engine.shapes import ModelShape
 
@@ -43,6 +43,7 @@ class EstimateResult:
 
     mode: str
     compute_dtype: str
+    precision: Precision  # as used: ``weights="native"`` resolved to the model's dtype
     gpus_per_replica: int
     input_tokens: int
     output_tokens: int
@@ -97,7 +98,7 @@ def _check_member(
     batches: FloatArray,
 ) -> None:
     """Validate one member: the accelerator's peak for the dtype, lengths and batch sizes."""
-    peak_flops_s(accelerator, precision.compute_dtype)  # raises UnsupportedDtypeError
+    accelerator.peak_flops_s(precision.compute_dtype)  # raises UnsupportedDtypeError
     if input_tokens < 1 or output_tokens < 1:
         raise EngineError("input_tokens and output_tokens must be at least 1")
     if batches.ndim != 1 or batches.size == 0 or np.count_nonzero(batches >= 1) < batches.size:
@@ -304,11 +305,14 @@ def estimate(
 ) -> EstimateResult:
     """Estimate speed, memory and cost per batch size (static) or concurrency (serving).
 
-    Static: TTFT = prefill of B·S_in tokens; TPOT = decode step at batch B and context
-    S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see ``serving.serving_state``.
-    A configuration that does not fit is reported with ``fits`` False, not raised.
+    ``precision.weights="native"`` takes the model's ``native_weights_dtype`` (the result's
+    ``precision`` says which was used). Static: TTFT = prefill of B·S_in tokens; TPOT = decode
+    step at batch B and context S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see
+    ``serving.serving_state``. A configuration that does not fit is reported with ``fits``
+    False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
+    precision = precision.resolved(model.native_weights_dtype)
     _check_shared(model, precision, parallelism, mode)
     _check_member(accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
@@ -329,10 +333,11 @@ def estimate(
     return EstimateResult(
         mode=mode,
         compute_dtype=precision.compute_dtype,
+        precision=precision,
         gpus_per_replica=gpus,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        ridge_point_flop_per_byte=ridge_point_flop_per_byte(accelerator, precision.compute_dtype),
+        ridge_point_flop_per_byte=accelerator.ridge_point_flop_per_byte(precision.compute_dtype),
         critical_batch_size=critical_batch_size(
             model, accelerator, precision=precision, parallelism=parallelism, params=params
         ),
@@ -391,11 +396,12 @@ def estimate_stacked(
         raise EngineError("every member needs an accelerator, lengths, batch sizes and a price")
     if members == 0:
         return []
+    precision = precision.resolved(model.native_weights_dtype)
     _check_shared(model, precision, parallelism, mode)
     arrays = [np.asarray(b, dtype=np.float64) for b in batch_sizes]
     distinct = list({id(a): a for a in accelerators}.values())
     for acc in distinct:
-        peak_flops_s(acc, precision.compute_dtype)  # raises UnsupportedDtypeError
+        acc.peak_flops_s(precision.compute_dtype)  # raises UnsupportedDtypeError
     if min(input_tokens) < 1 or min(output_tokens) < 1:
         raise EngineError("input_tokens and output_tokens must be at least 1")
     if any(b.ndim != 1 or b.size == 0 for b in arrays) or not np.all(np.concatenate(arrays) >= 1):
@@ -435,7 +441,7 @@ def estimate_stacked(
     starts = [0, *ends[:-1]]
     max_batch = points.max_batch[starts].tolist()
     dtype = precision.compute_dtype
-    ridge = {id(a): ridge_point_flop_per_byte(a, dtype) for a in distinct}
+    ridge = {id(a): a.ridge_point_flop_per_byte(dtype) for a in distinct}
     critical = [
         critical_batch_size(model, a, precision=precision, parallelism=parallelism, params=p)
         if with_critical_batch
@@ -450,6 +456,7 @@ def estimate_stacked(
             EstimateResult(
                 mode=mode,
                 compute_dtype=dtype,
+                precision=precision,
                 gpus_per_replica=gpus,
                 input_tokens=input_tokens[i],
                 output_tokens=output_tokens[i],

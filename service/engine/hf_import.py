@@ -141,11 +141,11 @@ def _qwen_window(cfg: _Config, layers: int) -> dict[str, int]:
 
 
 def _weights_dtype(cfg: _Config) -> str:
-    """FP8 checkpoints (DeepSeek-V3, Kimi-K2) ship 1-byte weights; everything else is BF16 here."""
+    """FP8 checkpoints (DeepSeek-V3, Kimi-K2) ship 1-byte weights, MXFP4 ones (gpt-oss) 4-bit
+    weights with 8-bit block scales; everything else is BF16 here."""
     quant = cfg.data.get("quantization_config")
-    if isinstance(quant, Mapping) and quant.get("quant_method") == "fp8":
-        return "fp8"
-    return "bf16"
+    method = quant.get("quant_method") if isinstance(quant, Mapping) else None
+    return {"fp8": "fp8", "mxfp4": "fp4"}.get(str(method), "bf16")
 
 
 def _experts(cfg: _Config, count_key: str, topk_key: str) -> dict[str, int]:
@@ -243,7 +243,6 @@ def _deepseek(cfg: _Config) -> dict[str, object]:
         "qk_rope_head_dim": rope,
         "v_head_dim": cfg.integer("v_head_dim"),
         "attention_bias": cfg.flag("attention_bias", False),
-        "native_weights_dtype": _weights_dtype(cfg),
     }
 
 
@@ -339,6 +338,7 @@ def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelSh
     cfg = _Config(config)
     fields = builder(cfg)
     fields.setdefault("tie_word_embeddings", cfg.flag("tie_word_embeddings", False))
+    fields.setdefault("native_weights_dtype", _weights_dtype(cfg))
     shape = ModelShape(id=model_id, name=model_id, family=model_type, **fields)  # type: ignore[arg-type]
     shape.validate()
     return shape

@@ -10,7 +10,6 @@ import numpy.typing as npt
 
 from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.efficiency import EfficiencyParams, dtype_group
-from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, Accelerator
 
 FloatArray = npt.NDArray[np.float64]
@@ -19,13 +18,9 @@ Hardware = Accelerator | AcceleratorStack
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "send"]
 COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "send")
 
-# Dtypes whose tensor-core rate is interchangeable when a part lists only one of them
-# (V100 has fp16 but no bf16; every other listed part has the same bf16 and fp16 rate).
-_SAME_RATE: dict[str, tuple[str, ...]] = {"bf16": ("fp16",), "fp16": ("bf16",)}
-# Attention math runs in 16-bit (fp8 KV caches are dequantised in the kernel).
+# Attention math runs in 16-bit (fp8 KV caches are dequantised in the kernel): bf16, or fp16 on
+# parts without bf16 (``Accelerator.sixteen_bit_dtype``).
 ATTENTION_DTYPE = "bf16"
-# Scale-up link for parts without NVLink/xGMI: PCIe Gen4 x16 ≈ 32 GB/s per direction (notes.md A9).
-PCIE_FALLBACK_GB_S = 32.0
 # GEMM outputs are written in at least 16-bit (fp8 scaled-mm kernels emit bf16).
 _MIN_OUTPUT_BYTES = 2.0
 
@@ -108,37 +103,33 @@ def zero_cost(shape: tuple[int, ...] = ()) -> KernelCost:
     return KernelCost(z, z, z, z, z, z)
 
 
-def peak_flops_s(accelerator: Accelerator, dtype: str) -> float:
-    """Return dense peak FLOP/s for a compute dtype, or raise UnsupportedDtypeError."""
-    for candidate in (dtype, *_SAME_RATE.get(dtype, ())):
-        tflops = accelerator.peak_tflops.get(candidate)
-        if tflops:
-            return float(tflops) * 1e12
-    raise UnsupportedDtypeError(
-        f"accelerator {accelerator.id!r} has no {dtype} peak compute figure"
-    )
-
-
 def hardware_peak_flops_s(hardware: Hardware, dtype: str) -> float | FloatArray:
     """Return dense peak FLOP/s of one accelerator, or per point of a stack."""
     if isinstance(hardware, AcceleratorStack):
         return hardware.peak_flops_s(dtype)
-    return peak_flops_s(hardware, dtype)
+    return hardware.peak_flops_s(dtype)
 
 
-def hardware_link_bytes_s(hardware: Hardware) -> float | FloatArray:
-    """Return the scale-up link bandwidth of one accelerator, or per point of a stack."""
+def hardware_attention_flops_s(hardware: Hardware) -> float | FloatArray:
+    """Return the 16-bit peak that attention math runs at (bf16, fp16 where bf16 is absent)."""
     if isinstance(hardware, AcceleratorStack):
-        return hardware.link_bytes_s
-    return link_bytes_s(hardware)
+        return hardware.attention_peak_flops_s()
+    return hardware.peak_flops_s(hardware.sixteen_bit_dtype())
 
 
-def link_bytes_s(accelerator: Accelerator) -> float:
-    """Return the per-direction scale-up link bandwidth in bytes/s (PCIe fallback when unset)."""
-    gb_s = (
-        accelerator.interconnect_gb_s if accelerator.interconnect_gb_s > 0 else PCIE_FALLBACK_GB_S
-    )
-    return gb_s * 1e9
+def hardware_link_bytes_s(hardware: Hardware, peers: npt.ArrayLike) -> float | FloatArray:
+    """Return the per-direction link bandwidth of a collective over ``peers`` GPUs.
+
+    One accelerator (``Accelerator.link_bytes_s``), or per point of a stack.
+    """
+    counts = np.asarray(peers)
+    if counts.ndim == 0:
+        return hardware.link_bytes_s(int(counts))
+    if isinstance(hardware, AcceleratorStack):
+        raise ValueError("a stack of accelerators takes one GPU count per collective")
+    unique, inverse = np.unique(counts.astype(np.intp), return_inverse=True)
+    rates = np.asarray([hardware.link_bytes_s(int(u)) for u in unique], dtype=np.float64)
+    return np.asarray(rates[inverse].reshape(counts.shape), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +249,7 @@ def attention_compute_s(
 
     ``length`` is the attention length, the keys seen by the last query of each sequence.
     """
-    peak = hardware_peak_flops_s(accelerator, ATTENTION_DTYPE) * params.attention_compute_efficiency
+    peak = hardware_attention_flops_s(accelerator) * params.attention_compute_efficiency
     half = params.attention_half_efficiency_tokens
     if half <= 0:
         return np.asarray(flops / peak, dtype=np.float64)
@@ -376,27 +367,41 @@ def collective_cost(
     params: EfficiencyParams,
     one_shot: bool = True,
 ) -> KernelCost:
-    """Cost one collective over ``num_gpus`` (ring formulas); one GPU costs nothing.
+    """Cost one collective over ``num_gpus``; one GPU costs nothing.
 
-    all_reduce moves 2(N−1)/N·M per GPU, all_gather/reduce_scatter/alltoall (N−1)/N·M (M = the
-    full buffer), send M. Latency = collective_latency_us + hops · collective_hop_latency_us
-    (NCCL), except all_reduces of M ≤ one_shot_allreduce_max_bytes when ``one_shot`` (a serving
-    engine's custom all-reduce): one_shot_allreduce_latency_us, flat in N. Pass
-    ``one_shot=False`` to model NCCL itself (kernel benchmarks).
+    Ring (NCCL): all_reduce moves 2(N−1)/N·M per GPU, all_gather/reduce_scatter/alltoall
+    (N−1)/N·M (M = the full buffer), send M; latency = collective_latency_us + hops ·
+    collective_hop_latency_us. With ``one_shot`` (a serving engine's all-reduce: vLLM, SGLang
+    and TensorRT-LLM custom kernels beside NCCL) an all-reduce takes the cheapest of
+      one-shot: one exchange, each GPU reads its N − 1 peers' whole buffers: L + (N−1)·M / bw;
+      two-shot: reduce-scatter then all-gather: 2·L + 2(N−1)/N·M / bw;
+      ring: as above,
+    with L = one_shot_allreduce_latency_us. A minimum of continuous costs is continuous, so
+    the cost grows smoothly with the message (no jump where one algorithm hands over to the
+    next). Pass ``one_shot=False`` to model NCCL itself (kernel benchmarks).
+    The link rate depends on where the N peers are (``Accelerator.link_bytes_s``).
     """
     n = np.maximum(as_array(num_gpus), 1.0)
     m = as_array(message_bytes)
     fraction, hops = _wire_fraction_and_hops(op, n)
     active = (n > 1) & (m > 0)
-    wire_bytes = np.where(active, fraction * m, 0.0)
-    comm_s = wire_bytes / (
-        hardware_link_bytes_s(accelerator) * params.collective_bandwidth_efficiency
+    bandwidth = hardware_link_bytes_s(accelerator, n) * params.collective_bandwidth_efficiency
+    ring_bytes = fraction * m
+    ring_s = (
+        ring_bytes / bandwidth
+        + (params.collective_latency_us + hops * params.collective_hop_latency_us) * 1e-6
     )
-    latency_us = params.collective_latency_us + hops * params.collective_hop_latency_us
     if one_shot and op == "all_reduce":
-        small = m <= params.one_shot_allreduce_max_bytes
-        latency_us = np.where(small, params.one_shot_allreduce_latency_us, latency_us)
-    time_s = comm_s + np.where(active, latency_us * 1e-6, 0.0)
+        custom_latency_s = params.one_shot_allreduce_latency_us * 1e-6
+        one_bytes = (n - 1.0) * m
+        one_s = one_bytes / bandwidth + custom_latency_s
+        two_s = ring_bytes / bandwidth + 2.0 * custom_latency_s
+        best_s = np.minimum(np.minimum(one_s, two_s), ring_s)
+        chosen_bytes = np.where(one_s <= np.minimum(two_s, ring_s), one_bytes, ring_bytes)
+    else:
+        best_s, chosen_bytes = ring_s, ring_bytes
+    time_s = np.where(active, best_s, 0.0)
+    wire_bytes = np.where(active, chosen_bytes, 0.0)
     zero = np.zeros_like(time_s)
     return KernelCost(zero, wire_bytes + zero, zero, zero, time_s, time_s)
 

@@ -21,27 +21,15 @@ DEFAULT_MEMORY_UTILIZATION = 0.90
 # CUDA context, communication buffers and CUDA graphs per GPU. Engineering prior (not from the
 # reference files): vLLM typically logs 1–2 GB of non-torch memory plus graph pools on H100.
 RUNTIME_OVERHEAD_BYTES = 1.5e9
-# HBM capacities are labelled in binary units (notes.md A9): an "80 GB" H100 has 80 GiB
-# physically (nvidia-smi: 81,559 MiB), "141 GB" H200 ≈ 140 GiB. GDDR labels are decimal.
-_GIB = 2.0**30
 # Logits are produced in fp32.
 _LOGIT_BYTES = 4.0
 
 
 def hardware_capacity_bytes(hardware: Hardware) -> float | FloatArray:
-    """Return device memory of one accelerator, or per point of a stack."""
+    """Return device memory of one accelerator (decimal GB × 1e9), or per point of a stack."""
     if isinstance(hardware, AcceleratorStack):
         return hardware.capacity_bytes
-    return capacity_bytes(hardware)
-
-
-def capacity_bytes(accelerator: Accelerator) -> float:
-    """Return physical device memory in bytes (HBM labels read as GiB, others as GB)."""
-    override = accelerator.extra.get("memory_bytes")
-    if isinstance(override, int | float) and override > 0:
-        return float(override)
-    unit = _GIB if accelerator.memory_type.upper().startswith("HBM") else 1e9
-    return accelerator.memory_gb * unit
+    return hardware.memory_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +283,7 @@ def max_batch_size(
     weights, act, kv, logit_row = _per_replica_constants(
         model, precision, parallelism, float(step_tokens)
     )
-    free = capacity_bytes(accelerator) * memory_utilization - weights - act - RUNTIME_OVERHEAD_BYTES
+    free = accelerator.memory_bytes * memory_utilization - weights - act - RUNTIME_OVERHEAD_BYTES
     if free <= 0:
         return 0
     s = float(context_tokens)

@@ -157,6 +157,14 @@ class StepCost:
         return self._bound[0]
 
     def _bound_of_rows(self) -> npt.NDArray[np.str_]:
+        return bound_of(*self.time_by_bound())
+
+    def time_by_bound(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Return (compute-bound, memory-bound, communication) row time, summed over rows.
+
+        A row's whole time counts towards the larger of its compute and memory terms; the step
+        label and the critical batch size both read this split, so they agree.
+        """
         shape = np.shape(self.overhead_s)
         compute, memory, link = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         for row in self.rows:
@@ -167,7 +175,7 @@ class StepCost:
             on_compute = cost.compute_s >= cost.memory_s
             compute = compute + np.where(on_compute, cost.time_s, 0.0)
             memory = memory + np.where(on_compute, 0.0, cost.time_s)
-        return bound_of(compute, memory, link)
+        return compute, memory, link
 
     @property
     def arithmetic_intensity_flop_per_byte(self) -> FloatArray:

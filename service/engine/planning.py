@@ -9,6 +9,7 @@ candidates are ranked. Nothing here loops over concurrency levels in Python.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -23,11 +24,10 @@ from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
 from service.engine.estimate import EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, peak_flops_s
+from service.engine.kernels import FloatArray
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
     RUNTIME_OVERHEAD_BYTES,
-    capacity_bytes,
     max_batch_size,
     weight_bytes_per_gpu,
 )
@@ -304,7 +304,7 @@ def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
         return Rejection(c, INVALID_LAYOUT, f"layout does not divide the model: {exc}")
     try:
         c.precision.validate()
-        peak_flops_s(c.accelerator, c.precision.compute_dtype)
+        c.accelerator.peak_flops_s(c.precision.compute_dtype)
     except UnsupportedDtypeError:
         return Rejection(
             c,
@@ -330,7 +330,7 @@ def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
     )
     if limit < 1:
         weights_gb = weight_bytes_per_gpu(c.model, c.precision, c.parallelism).total_bytes / 1e9
-        usable_gb = capacity_bytes(c.accelerator) * question.memory_utilization / 1e9
+        usable_gb = c.accelerator.memory_bytes * question.memory_utilization / 1e9
         return Rejection(
             c,
             DOES_NOT_FIT,
@@ -557,6 +557,10 @@ def plan(candidates: Sequence[Candidate], question: PlanQuestion) -> PlanResult:
     An infeasible question is an answer with no configuration and every candidate's reason.
     """
     question.validate()
+    candidates = [
+        dataclasses.replace(c, precision=c.precision.resolved(c.model.native_weights_dtype))
+        for c in candidates
+    ]
     prechecked = [_precheck(c, question) for c in candidates]
     limits = {i: pre for i, pre in enumerate(prechecked) if not isinstance(pre, Rejection)}
     by_index = _evaluate_all(candidates, limits, question)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, DTYPES
 
+# Weights dtype meaning "the model's shipped format" (``ModelShape.native_weights_dtype``).
+NATIVE = "native"
 WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
 # Activation dtypes a GEMM can take as input (int4 activations are not a serving format).
 ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -40,8 +42,19 @@ class Precision:
     activations: str = "bf16"
     kv_cache: str = "bf16"
 
+    def resolved(self, native_weights_dtype: str) -> Precision:
+        """Return this precision with ``weights="native"`` replaced by the model's dtype."""
+        if self.weights != NATIVE:
+            return self
+        return Precision(native_weights_dtype, self.activations, self.kv_cache)
+
+    @property
+    def weights_source(self) -> str:
+        """Return ``native`` when the weights dtype still names the model's format."""
+        return NATIVE if self.weights == NATIVE else "request"
+
     def validate(self) -> None:
-        """Raise UnsupportedDtypeError for an unknown dtype name."""
+        """Raise UnsupportedDtypeError for an unknown dtype name (resolve ``native`` first)."""
         for role, dtype in (("weights", self.weights), ("kv_cache", self.kv_cache)):
             if dtype not in DTYPES:
                 raise UnsupportedDtypeError(

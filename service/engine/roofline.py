@@ -10,11 +10,9 @@ import numpy as np
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, peak_flops_s
+from service.engine.kernels import FloatArray
 from service.engine.operators import (
-    GEMM,
     OperatorRow,
-    StepCost,
     decode_step,
     intensity,
     prefill_step,
@@ -32,16 +30,6 @@ _CRITICAL_CACHE: dict[Hashable, int | None] = {}
 _CRITICAL_CACHE_SIZE = 1024
 
 
-def ridge_point_flop_per_byte(accelerator: Accelerator, compute_dtype: str) -> float:
-    """Return dense peak FLOP/s ÷ HBM bandwidth for the compute dtype."""
-    return peak_flops_s(accelerator, compute_dtype) / accelerator.memory_bandwidth_bytes_s
-
-
-def _gemm_intensity(step: StepCost) -> FloatArray:
-    gemms = step.kind_total(GEMM)
-    return intensity(gemms.flops, gemms.bytes)
-
-
 def critical_batch_size(
     model: ModelShape,
     accelerator: Accelerator,
@@ -50,10 +38,13 @@ def critical_batch_size(
     parallelism: Parallelism,
     params: EfficiencyParams = DEFAULT_EFFICIENCY,
 ) -> int | None:
-    """Return the smallest decode batch whose weight GEMMs reach the ridge point, or None.
+    """Return the smallest decode batch whose step is compute-bound, or None.
 
-    The decode step's GEMM FLOPs ÷ GEMM bytes grows with batch (≈ 2B/b_w for dense models);
-    attention is excluded because its intensity does not grow with batch (≈ GQA group size).
+    Compute-bound by the rule of the ``decode_bound`` label (``StepCost.time_by_bound``): the
+    rows whose compute term exceeds their memory term take at least as long as the others,
+    at achieved rates (peak × GEMM efficiency at that many rows vs bandwidth × streaming
+    efficiency), with a one-token context so the KV cache does not count. The spec-sheet ridge
+    point (peak ÷ bandwidth) is reported beside it; the two differ by the efficiencies.
     """
     key = (
         model,
@@ -82,7 +73,6 @@ def _search_critical_batch(
     params: EfficiencyParams,
 ) -> int | None:
     """Search a geometric grid of batches, then the integers inside the first bracket."""
-    ridge = ridge_point_flop_per_byte(accelerator, precision.compute_dtype)
     count = int(np.ceil(np.log(_MAX_CRITICAL_BATCH) / np.log(_SEARCH_RATIO)))
     grid = np.unique(np.floor(_SEARCH_RATIO ** np.arange(count + 1)))
 
@@ -96,7 +86,8 @@ def _search_critical_batch(
             parallelism=parallelism,
             params=params,
         )
-        return np.asarray(_gemm_intensity(step) >= ridge)
+        compute_s, memory_s, _ = step.time_by_bound()
+        return np.asarray(compute_s >= memory_s)
 
     hit = reaches(grid)
     if not hit.any():
@@ -129,6 +120,7 @@ class IntensityResult:
     batch_size: int
     context_tokens: int
     compute_dtype: str
+    precision: Precision  # as used: ``weights="native"`` resolved to the model's dtype
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None
     operators: tuple[IntensityRow, ...]
@@ -163,6 +155,7 @@ def analyze_intensity(
     step after ``context_tokens`` cached tokens, for ``batch_size`` sequences.
     """
     model.validate()
+    precision = precision.resolved(model.native_weights_dtype)
     precision.validate()
     parallelism.check_divides(model)
     if phase not in PHASES:
@@ -204,7 +197,8 @@ def analyze_intensity(
         batch_size=batch_size,
         context_tokens=context_tokens,
         compute_dtype=precision.compute_dtype,
-        ridge_point_flop_per_byte=ridge_point_flop_per_byte(accelerator, precision.compute_dtype),
+        precision=precision,
+        ridge_point_flop_per_byte=accelerator.ridge_point_flop_per_byte(precision.compute_dtype),
         critical_batch_size=critical_batch_size(
             model, accelerator, precision=precision, parallelism=parallelism, params=params
         ),

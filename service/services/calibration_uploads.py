@@ -336,7 +336,7 @@ def check_against_catalog(
         try:
             precision.validate()
             accelerator.peak_flops_s(precision.compute_dtype)
-        except (EngineError, KeyError) as exc:
+        except EngineError as exc:
             field, where = _where(upload, index, "precision")
             raise FieldError(
                 field, f"{where}: unsupported precision on {accelerator.id}: {exc}"

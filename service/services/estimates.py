@@ -108,10 +108,16 @@ def json_floats(values: npt.ArrayLike) -> list[Any]:
     return list(cleaned.tolist())
 
 
-def _target_echo(target: AnalysisTarget) -> dict[str, Any]:
-    p, layout = target.precision, target.parallelism
+def _target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
+    """Return the precision the engine used (``native`` resolved) and the layout."""
+    layout = target.parallelism
     return {
-        "precision": {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache},
+        "precision": {
+            "weights": used.weights,
+            "activations": used.activations,
+            "kv_cache": used.kv_cache,
+            "weights_source": target.precision.weights_source,
+        },
         "parallelism": {"tp": layout.tp, "pp": layout.pp, "ep": layout.ep},
     }
 
@@ -395,7 +401,7 @@ class AnalysisService:
             "phase": result.phase,
             "batch_size": result.batch_size,
             "context_tokens": result.context_tokens,
-            **_target_echo(target),
+            **_target_echo(target, result.precision),
             "compute_dtype": result.compute_dtype,
             "calibration": resolved.calibration,
             "efficiency_prior": resolved.efficiency_prior,
@@ -530,7 +536,7 @@ class AnalysisService:
             "accelerator": accelerator.id,
             "mode": result.mode,
             "backend": target.backend,
-            **_target_echo(target),
+            **_target_echo(target, result.precision),
             "compute_dtype": result.compute_dtype,
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,

@@ -30,7 +30,7 @@ from service.engine.planning import (
     layouts,
     plan,
 )
-from service.engine.precision import BF16, Precision
+from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
 from service.engine.workloads import WORKLOADS, Workload
 from service.services.catalog import CatalogService
@@ -58,7 +58,7 @@ class PlanSpec:
     use_interval_upper_bound: bool = False
     objective: str | None = None
     requests_per_s: float | None = None
-    precisions: tuple[Precision, ...] = (BF16, FP8)
+    precisions: tuple[Precision, ...] = (Precision(weights=NATIVE), FP8)
     max_gpus_per_replica: int = 8
     tp: tuple[int, ...] | None = None
     pp: tuple[int, ...] | None = None

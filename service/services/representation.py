@@ -38,13 +38,23 @@ def _float_or_none(value: float | None) -> float | None:
     return float(value)
 
 
-def _ridge_points(peak_tflops: dict[str, float], bandwidth_gb_s: float) -> dict[str, float]:
-    """Return the finite ridge points per dtype (FLOP per HBM byte)."""
-    bandwidth_bytes_s = bandwidth_gb_s * 1e9
-    if not bandwidth_bytes_s > 0:
+def _ridge_points(row: AcceleratorRow | Row[Any]) -> dict[str, float]:
+    """Return the finite ridge points per listed dtype (the engine Accelerator's)."""
+    if not row.memory_bandwidth_gb_s > 0:
         return {}
-    # Ridge point = peak FLOP/s ÷ HBM bytes/s (TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s).
-    ridges = {dtype: tflops * 1e12 / bandwidth_bytes_s for dtype, tflops in peak_tflops.items()}
+    accelerator = Accelerator(
+        id=row.id,
+        vendor=row.vendor,
+        name=row.name,
+        memory_gb=float(row.memory_gb),
+        memory_bandwidth_gb_s=float(row.memory_bandwidth_gb_s),
+        peak_tflops=dict(row.peak_tflops),
+    )
+    ridges = {
+        dtype: accelerator.ridge_point_flop_per_byte(dtype)
+        for dtype, tflops in row.peak_tflops.items()
+        if tflops
+    }
     return {dtype: ridge for dtype, ridge in ridges.items() if math.isfinite(ridge)}
 
 
@@ -79,7 +89,7 @@ def accelerator_to_dict(row: AcceleratorRow | Row[Any]) -> dict[str, Any]:
         "notes": row.notes,
         "sources": list(row.sources),
         "field_sources": dict(row.field_sources),
-        "ridge_point_flop_per_byte": _ridge_points(row.peak_tflops, row.memory_bandwidth_gb_s),
+        "ridge_point_flop_per_byte": _ridge_points(row),
         "origin": row.origin,
         "version": row.version,
         "created_at": _iso(row.created_at),

@@ -113,15 +113,18 @@ def test_matches_engine_called_directly(client: TestClient, db_session: Session)
         ] == direct.usd_per_million_output_tokens.tolist()
 
 
-def test_llama_70b_does_not_fit_one_h100_but_fits_two(client: TestClient) -> None:
+def test_llama_70b_does_not_fit_one_h100_but_fits_four(client: TestClient) -> None:
     one = post(client, model="llama-3.1-70b", batch_sizes=[1, 8])
     assert [p["memory"]["fits"] for p in one["points"]] == [False, False]
     assert all(p["memory"]["total_gb"] > p["memory"]["usable_gb"] for p in one["points"])
     assert one["points"][0]["ttft_ms"] > 0  # an answer, not an error
-    two = post(client, model="llama-3.1-70b", batch_sizes=[1], parallelism={"tp": 2})
-    assert two["points"][0]["memory"]["fits"] is True
-    assert two["points"][0]["memory"]["weights_gb"] == pytest.approx(
-        one["points"][0]["memory"]["weights_gb"] / 2, rel=0.02
+    # 80 GB = 80e9 bytes: usable 0.9 × 80 = 72 GB; TP2 holds 70.5 GB of weights + 1.5 GB
+    # runtime, so only TP4 (35.3 GB of weights) leaves room for a KV cache.
+    assert one["points"][0]["memory"]["capacity_gb"] == 80.0
+    four = post(client, model="llama-3.1-70b", batch_sizes=[1], parallelism={"tp": 4})
+    assert four["points"][0]["memory"]["fits"] is True
+    assert four["points"][0]["memory"]["weights_gb"] == pytest.approx(
+        one["points"][0]["memory"]["weights_gb"] / 4, rel=0.02
     )
 
 
@@ -190,14 +193,14 @@ def test_no_price_gives_null_cost_never_nan(
 
 
 def test_serving_queues_beyond_kv_capacity(client: TestClient) -> None:
-    answer = post(client, mode="serving", model="llama-3.1-70b", parallelism={"tp": 2})
+    answer = post(client, mode="serving", model="llama-3.1-70b", parallelism={"tp": 4})
     limit = answer["max_batch_size"]
     concurrency = [max(limit // 2, 1), limit * 4]
     points = post(
         client,
         mode="serving",
         model="llama-3.1-70b",
-        parallelism={"tp": 2},
+        parallelism={"tp": 4},
         batch_sizes=concurrency,
     )["points"]
     assert points[0]["queue_wait_ms"] == 0.0
@@ -270,3 +273,27 @@ def test_unknown_ids_are_404(client: TestClient, overrides: dict[str, Any], need
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/problem+json")
     assert needle in response.json()["detail"]
+
+
+def test_native_weights_by_default_and_explicit_dtype_wins(client: TestClient) -> None:
+    # No precision.weights: DeepSeek-V3 runs in its fp8 checkpoint format and fits 8 × H200
+    # (85.1 GB of weights per GPU < 126.9 GB usable; tests/engine/test_native_weights.py).
+    native = post(
+        client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8},
+        batch_sizes=[1],
+    )  # fmt: skip
+    assert native["precision"]["weights"] == "fp8"
+    assert native["precision"]["weights_source"] == "native"
+    assert native["points"][0]["memory"]["fits"] is True
+    EstimateResponse.model_validate(native)
+    asked = post(
+        client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8},
+        batch_sizes=[1], precision={"weights": "bf16"},
+    )  # fmt: skip
+    assert asked["precision"]["weights"] == "bf16"
+    assert asked["precision"]["weights_source"] == "request"
+    assert asked["points"][0]["memory"]["fits"] is False
+    # gpt-oss-120b ships MXFP4: one H100 holds it.
+    oss = post(client, model="gpt-oss-120b", batch_sizes=[1])
+    assert oss["precision"]["weights"] == "fp4"
+    assert oss["points"][0]["memory"]["fits"] is True

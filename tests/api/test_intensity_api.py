@@ -41,7 +41,12 @@ def test_contract_fields_and_defaults(client: TestClient) -> None:
     answer = post(client)
     IntensityResponse.model_validate(answer)  # the documented response schema holds
     assert answer["model"] == "llama-3.1-70b" and answer["accelerator"] == "h100-sxm"
-    assert answer["precision"] == {"weights": "bf16", "activations": "bf16", "kv_cache": "bf16"}
+    assert answer["precision"] == {
+        "weights": "bf16",
+        "activations": "bf16",
+        "kv_cache": "bf16",
+        "weights_source": "native",  # no weights dtype asked: llama ships bf16
+    }
     assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1}
     assert answer["calibration"] is None
     assert isinstance(answer["critical_batch_size"], int)

@@ -181,21 +181,35 @@ def test_collectives(h100: Accelerator) -> None:
         collective_time_s("broadcast", 8, big, accelerator=h100, params=p)
 
 
-def test_one_shot_all_reduce_flat_in_tp_below_threshold(h100: Accelerator) -> None:
-    p = DEFAULT_EFFICIENCY.replace(one_shot_allreduce_max_bytes=65536.0)
-    tps = np.array([2.0, 4.0, 8.0])
-    small = collective_time_s("all_reduce", tps, 4096, accelerator=h100, params=p)
-    latency_s = p.one_shot_allreduce_latency_us * 1e-6
-    assert small == pytest.approx(np.full(3, latency_s), rel=0.01)  # no per-hop term
-    nccl = collective_time_s("all_reduce", tps, 4096, accelerator=h100, params=p, one_shot=False)
-    assert np.all(np.diff(nccl) > 0)
-    # Above the threshold the NCCL ring latency (growing with hops) applies again.
-    large = collective_time_s("all_reduce", tps, 131072, accelerator=h100, params=p)
-    assert np.all(np.diff(large) > 0)
-    hops_us = 2 * (tps - 1) * p.collective_hop_latency_us
-    wire_s = 2 * (tps - 1) / tps * 131072 / (450e9 * p.collective_bandwidth_efficiency)
-    ring_s = wire_s + (p.collective_latency_us + hops_us) * 1e-6
-    assert large == pytest.approx(ring_s, rel=1e-6)
-    # Other collectives keep the ring latency at any size.
-    ag = collective_time_s("all_gather", tps, 4096, accelerator=h100, params=p)
-    assert np.all(np.diff(ag) > 0)
+def test_engine_all_reduce_is_the_cheapest_of_one_shot_two_shot_and_ring(
+    h100: Accelerator,
+) -> None:
+    p = DEFAULT_EFFICIENCY
+    bw = 450e9 * p.collective_bandwidth_efficiency  # 382.5 GB/s per direction
+    lat = p.one_shot_allreduce_latency_us * 1e-6  # 6.3 µs
+    # TP8, 4 KiB: one-shot 6.3 µs + 7 × 4096 B / 382.5 GB/s = 6.375 µs (flat in TP: no hops).
+    small = collective_time_s("all_reduce", 8, 4096, accelerator=h100, params=p)
+    assert float(small) == pytest.approx(lat + 7 * 4096 / bw, rel=1e-9)
+    # TP8, 512 KiB: one-shot 6.3 + 7·524288/382.5e9 s = 15.89 µs; two-shot 12.6 + 1.75·524288 /
+    # 382.5e9 = 15.00 µs; ring 5 + 14·0.8 + 2.40 = 18.60 µs → two-shot, 15.00 µs.
+    m = 524288.0
+    medium = collective_time_s("all_reduce", 8, m, accelerator=h100, params=p)
+    assert float(medium) == pytest.approx(2 * lat + 1.75 * m / bw, rel=1e-9)
+    assert float(medium) * 1e6 == pytest.approx(15.00, abs=0.01)
+    # TP2: ring latency 5 + 2 × 0.8 = 6.6 µs > one-shot 6.3 µs, same M bytes each: one-shot.
+    two = collective_time_s("all_reduce", 2, m, accelerator=h100, params=p)
+    assert float(two) == pytest.approx(lat + m / bw, rel=1e-9)
+    # NCCL alone (kernel benchmarks) is the ring.
+    nccl = collective_time_s("all_reduce", 8, m, accelerator=h100, params=p, one_shot=False)
+    assert float(nccl) == pytest.approx(1.75 * m / bw + (5.0 + 14 * 0.8) * 1e-6, rel=1e-9)
+
+
+def test_engine_all_reduce_has_no_step_in_message_size(h100: Accelerator) -> None:
+    # Consecutive message sizes (one 16 KiB token row of Llama-3.1-70B apart) never jump by more
+    # than the transfer of one row at the one-shot byte count: 7 × 16384 B / 382.5 GB/s = 0.30 µs.
+    p = DEFAULT_EFFICIENCY
+    sizes = np.arange(1, 1025) * 16384.0
+    t = collective_time_s("all_reduce", 8, sizes, accelerator=h100, params=p)
+    step_limit = 7 * 16384 / (450e9 * p.collective_bandwidth_efficiency)
+    assert np.all(np.diff(t) >= 0)
+    assert np.max(np.diff(t)) <= step_limit * (1 + 1e-9)

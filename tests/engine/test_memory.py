@@ -10,7 +10,6 @@ from service.engine.errors import InvalidLayoutError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
 from service.engine.memory import (
-    capacity_bytes,
     kv_cache_bytes_per_token,
     max_batch_size,
     weight_bytes_per_gpu,
@@ -62,16 +61,28 @@ def test_llama_70b_weights_and_fit(llama70b: ModelShape, h100: Accelerator) -> N
     assert weights.total_bytes == pytest.approx(141e9, rel=0.01)  # 70.55B params × 2 B
     one = estimate(llama70b, h100, input_tokens=1024, output_tokens=128, batch_sizes=[1])
     assert not one.fits[0]
+    # TP2: 70.5 GB of weights + 1.5 GB runtime already reach 0.9 × 80 GB = 72 GB usable.
     two = estimate(
         llama70b,
         h100,
         parallelism=Parallelism(tp=2),
         input_tokens=1024,
         output_tokens=128,
+        batch_sizes=[1],
+    )
+    assert two.weights_gb[0] == pytest.approx(141 / 2, rel=0.01)
+    assert two.usable_gb[0] == pytest.approx(72.0)
+    assert not two.fits[0]
+    four = estimate(
+        llama70b,
+        h100,
+        parallelism=Parallelism(tp=4),
+        input_tokens=1024,
+        output_tokens=128,
         batch_sizes=[1, 4],
     )
-    assert two.fits.all()
-    assert two.weights_gb[0] == pytest.approx(141 / 2, rel=0.01)
+    assert four.fits.all()
+    assert four.weights_gb[0] == pytest.approx(141 / 4, rel=0.01)
 
 
 def test_quantized_weight_bytes(llama70b: ModelShape) -> None:
@@ -84,8 +95,21 @@ def test_quantized_weight_bytes(llama70b: ModelShape) -> None:
     assert int4.quantized_bytes == pytest.approx(bf16.quantized_bytes * (0.5 + 1 / 32) / 2)
 
 
-def test_hbm_capacity_is_binary_labelled(h100: Accelerator) -> None:
-    assert capacity_bytes(h100) == 80 * 2**30
+def test_capacity_is_decimal_gb_with_no_second_conversion(h100: Accelerator) -> None:
+    # The project rule is 1 GB = 1e9 bytes: memory_gb 80 is 80e9 bytes, not 80 GiB (85.9e9).
+    assert h100.memory_bytes == 80e9
+    # A part whose GiB label the catalog already converted (Trainium: 32 GiB = 34.36 GB) is
+    # read once: 34.36e9 bytes, not 34.36 × 2^30 (36.9e9, the old double conversion).
+    trainium = Accelerator(
+        id="trainium",
+        vendor="AWS",
+        name="Trainium",
+        memory_gb=34.36,
+        memory_bandwidth_gb_s=880.5,
+        peak_tflops={"bf16": 190.0},
+        memory_type="HBM",
+    )
+    assert trainium.memory_bytes == pytest.approx(34.36e9)
     gddr = Accelerator(
         id="l40s",
         vendor="NVIDIA",
@@ -95,7 +119,7 @@ def test_hbm_capacity_is_binary_labelled(h100: Accelerator) -> None:
         peak_tflops={"bf16": 362.0},
         memory_type="GDDR6",
     )
-    assert capacity_bytes(gddr) == 48e9
+    assert gddr.memory_bytes == 48e9
 
 
 def test_max_batch_matches_fits(llama8b: ModelShape, h100: Accelerator) -> None:

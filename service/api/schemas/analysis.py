@@ -17,6 +17,8 @@ MAX_BATCH_ITEMS = 256
 
 # Activation dtypes a GEMM can take (int4 activations are not a serving format).
 ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+# Weights dtypes: every Dtype, or "native" (the model's shipped format).
+WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
 Bound = Literal["memory", "compute", "communication"]
@@ -28,13 +30,29 @@ Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*
 
 
 class PrecisionIn(BaseModel):
-    """Storage dtypes of weights, activations and KV cache (bf16 each by default)."""
+    """Storage dtypes of weights, activations and KV cache.
+
+    ``weights`` defaults to ``native``: the model's shipped format (``native_weights_dtype``:
+    fp8 for DeepSeek-V3, fp4 (MXFP4) for gpt-oss, bf16 for most others); activations and KV cache
+    default to bf16. An explicit weights dtype always wins.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    weights: Dtype = "bf16"
+    weights: WeightsDtype = "native"
     activations: ActivationDtype = "bf16"
     kv_cache: Dtype = "bf16"
+
+
+class PrecisionOut(BaseModel):
+    """The precision an answer used (``native`` resolved to the model's dtype)."""
+
+    weights: Dtype
+    activations: ActivationDtype
+    kv_cache: Dtype
+    weights_source: Literal["native", "request"] = Field(
+        description="native: the model's native_weights_dtype (no weights dtype was asked for)."
+    )
 
 
 class ParallelismIn(BaseModel):
@@ -138,7 +156,7 @@ class IntensityResponse(BaseModel):
     phase: Phase
     batch_size: int
     context_tokens: int
-    precision: PrecisionIn
+    precision: PrecisionOut
     parallelism: ParallelismIn
     compute_dtype: Dtype
     calibration: CalibrationOut | None
@@ -221,7 +239,7 @@ class EstimateResponse(BaseModel):
     accelerator: str
     mode: Mode
     backend: str | None
-    precision: PrecisionIn
+    precision: PrecisionOut
     parallelism: ParallelismIn
     compute_dtype: Dtype
     input_tokens: int

@@ -1,0 +1,82 @@
+"""Native weight dtypes: no weights dtype asked → the model's shipped format (issue 13, 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+from service.engine.estimate import estimate
+from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
+from service.engine.precision import NATIVE, Precision
+from service.engine.shapes import ModelShape
+
+NATIVE_PRECISION = Precision(weights=NATIVE)
+
+
+@pytest.fixture(scope="module")
+def accelerators() -> dict[str, Accelerator]:
+    return {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, ModelShape]:
+    return {str(r["id"]): model_from_record(r) for r in load_model_records()}
+
+
+def test_deepseek_v3_fp8_fits_on_8_h200(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
+    kwargs = {"parallelism": Parallelism(tp=8), "input_tokens": 1000, "output_tokens": 1000}
+    native = estimate(ds, h200, precision=NATIVE_PRECISION, batch_sizes=[1], **kwargs)
+    assert native.precision.weights == "fp8"
+    # By hand: 671.03B parameters − 2 × 0.927B vocab − 0.106B routers − norms = 669.07B
+    # quantized; of these the MLA down-projections 61 × 7168 × (1536 + 576) = 0.922B are
+    # replicated on every rank, the rest split 8 ways; × (1 + 4/16384) for the 128×128 fp8
+    # block scales; plus the 16-bit vocab shard (2 × 0.927B / 8) and routers (0.106B) × 2 B.
+    quantized = ((669.07e9 - 0.922e9) / 8 + 0.922e9) * (1 + 4 / 16384)
+    unquantized = (2 * 0.927e9 / 8 + 0.106e9) * 2
+    assert native.weights_gb[0] == pytest.approx((quantized + unquantized) / 1e9, rel=0.005)
+    assert native.weights_gb[0] == pytest.approx(85.1, abs=0.1)
+    assert native.fits[0]  # 85.1 + 1.5 GB runtime < 0.9 × 141 = 126.9 GB usable
+    # An explicit dtype still wins: bf16 needs ~169.6 GB per GPU, more than an H200 holds.
+    bf16 = estimate(ds, h200, precision=Precision(weights="bf16"), batch_sizes=[1], **kwargs)
+    assert bf16.precision.weights == "bf16"
+    assert bf16.weights_gb[0] == pytest.approx(169.6, abs=0.2)
+    assert not bf16.fits[0]
+
+
+def test_gpt_oss_120b_mxfp4_fits_one_h100(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    model, h100 = models["gpt-oss-120b"], accelerators["h100-sxm"]
+    native = estimate(
+        model, h100, precision=NATIVE_PRECISION, input_tokens=1000, output_tokens=1000,
+        batch_sizes=[1],
+    )  # fmt: skip
+    assert native.precision.weights == "fp4"
+    assert native.compute_dtype == "bf16"  # Hopper dequantises 4-bit weights into bf16 math
+    # By hand: 116.83B − 2 × 0.579B vocab − 36 × 0.369M routers − norms = 115.66B at
+    # 0.5 + 1/32 B (MXFP4: one 8-bit scale per 32 values) = 61.44 GB, + (1.158B + 0.013B) × 2 B.
+    hand_gb = (115.66e9 * (0.5 + 1 / 32) + (1.158e9 + 0.0133e9) * 2) / 1e9
+    assert native.weights_gb[0] == pytest.approx(hand_gb, rel=0.005)
+    assert native.fits[0]  # 63.8 + 1.5 GB < 0.9 × 80 = 72 GB usable
+    bf16 = estimate(
+        model, h100, precision=Precision(), input_tokens=1000, output_tokens=1000,
+        batch_sizes=[1],
+    )  # fmt: skip
+    assert not bf16.fits[0]
+
+
+def test_native_resolves_to_bf16_for_a_bf16_model(models: dict[str, ModelShape]) -> None:
+    llama = models["llama-3.1-8b"]
+    assert NATIVE_PRECISION.resolved(llama.native_weights_dtype) == Precision()
+    assert NATIVE_PRECISION.weights_source == "native"
+    assert Precision(weights="fp8").resolved("bf16").weights == "fp8"
+    assert Precision(weights="fp8").weights_source == "request"
