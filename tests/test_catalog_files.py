@@ -222,7 +222,7 @@ def test_measured_matmul_needs_its_source(tmp_path: Path) -> None:
 
 
 def test_measured_matmul_from_mamf_table(accelerators: dict[str, dict[str, object]]) -> None:
-    # accelerators.md §3a (S3): MAMF bf16 / fp8 TFLOP/s; "-" rows are absent.
+    # docs/reference/accelerators.md §3a (S3): MAMF bf16 / fp8 TFLOP/s; "-" rows are absent.
     expected = {
         "mi300x": {"bf16": 668.4},
         "mi325x": {"bf16": 784.9},

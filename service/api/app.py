@@ -15,6 +15,7 @@ from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddle
 from service.api.problems import install_problem_handlers
 from service.api.routers import accelerators, analysis, calibrations, charts, health, models
 from service.api.routers import planning as planning_routes
+from service.api.routers.api_docs import mount_api_docs
 from service.api.routers.dashboard import mount_dashboard
 from service.api.startup import StartupGateMiddleware, StartupState, attempt, wait_for_database
 from service.db.reader import AutocommitReader
@@ -60,6 +61,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=API_VERSION,
         summary="Roofline estimates of LLM inference speed and cost per accelerator.",
         lifespan=lifespan,
+        # Served by mount_api_docs with local assets instead of FastAPI's CDN-based pages.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
         # No OpenTelemetry here (metrics are Prometheus): skips FastAPI's per-request checks.
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
@@ -74,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(calibrations.router)
     app.include_router(planning_routes.router)
     app.include_router(charts.router)
+    mount_api_docs(app)
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
     app.add_middleware(

@@ -37,7 +37,7 @@ class MeasurementFile:
 
 
 def measurement_to_dict(m: Measurement) -> dict[str, Any]:
-    """Express a measurement in the API's JSON shape (api.md, Calibration)."""
+    """Express a measurement in the API's JSON shape (docs/api.md, Calibration)."""
     if isinstance(m, GemmMeasurement):
         return {"kind": "gemm", "dtype": m.dtype, "m": m.m, "n": m.n, "k": m.k,
                 "latency_ms": m.latency_ms}  # fmt: skip

@@ -1,4 +1,4 @@
-"""Typed views (from api.md) of responses that have no pydantic schema in the API."""
+"""Typed views (from docs/api.md) of responses that have no pydantic schema in the API."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from service.engine.shapes import ModelShape
 
 
 def make_h100() -> Accelerator:
-    """H100 SXM5 80GB: accelerators.md §1 and §2 rows 'NVIDIA H100 SXM5 80GB'."""
+    """H100 SXM5 80GB: docs/reference/accelerators.md §1 and §2 rows 'NVIDIA H100 SXM5 80GB'."""
     return Accelerator(
         id="h100-sxm",
         vendor="NVIDIA",
@@ -33,7 +33,7 @@ def make_h100() -> Accelerator:
 
 
 def make_h200() -> Accelerator:
-    """H200 SXM 141GB: accelerators.md §1 and §2 rows 'NVIDIA H200 SXM 141GB' (H100 compute)."""
+    """H200 SXM 141GB: docs/reference/accelerators.md §1 and §2, `h200-sxm` (H100 compute)."""
     return replace(
         make_h100(),
         id="h200-sxm",
@@ -46,7 +46,7 @@ def make_h200() -> Accelerator:
 
 
 def make_a100() -> Accelerator:
-    """A100 SXM4 80GB: accelerators.md rows 'NVIDIA A100 SXM4 80GB' (no fp8)."""
+    """A100 SXM4 80GB: docs/reference/accelerators.md rows 'NVIDIA A100 SXM4 80GB' (no fp8)."""
     return Accelerator(
         id="a100-sxm-80gb",
         vendor="NVIDIA",
@@ -61,7 +61,7 @@ def make_a100() -> Accelerator:
 
 
 def llama_31_8b() -> ModelShape:
-    """models.md §1 row 'Llama-3.1-8B'."""
+    """docs/reference/models.md §1 row 'Llama-3.1-8B'."""
     return ModelShape(
         id="llama-3.1-8b",
         num_layers=32,
@@ -75,7 +75,7 @@ def llama_31_8b() -> ModelShape:
 
 
 def llama_31_70b() -> ModelShape:
-    """models.md §1 row 'Llama-3.1-70B'."""
+    """docs/reference/models.md §1 row 'Llama-3.1-70B'."""
     return replace(
         llama_31_8b(),
         id="llama-3.1-70b",
@@ -87,7 +87,7 @@ def llama_31_70b() -> ModelShape:
 
 
 def deepseek_v3() -> ModelShape:
-    """models.md §1, §2 and §3 rows 'DeepSeek-V3' (MLA, 256 routed experts, 3 dense layers)."""
+    """docs/reference/models.md §1–§3, `deepseek-v3` (MLA, 256 routed experts, 3 dense layers)."""
     return ModelShape(
         id="deepseek-v3",
         num_layers=61,
@@ -113,7 +113,7 @@ def deepseek_v3() -> ModelShape:
 
 
 def gemma_2_9b() -> ModelShape:
-    """models.md §1 and §3 rows 'Gemma-2-9B' (21 of 42 layers windowed at 4096, tied)."""
+    """docs/reference/models.md §1 and §3, `gemma-2-9b` (21 of 42 layers windowed at 4096, tied)."""
     return ModelShape(
         id="gemma-2-9b",
         num_layers=42,
@@ -130,7 +130,7 @@ def gemma_2_9b() -> ModelShape:
 
 
 def gemma_3_27b() -> ModelShape:
-    """models.md §1 and §3 rows 'Gemma-3-27B' (52 of 62 layers windowed at 1024, tied)."""
+    """docs/reference/models.md §1 and §3, `gemma-3-27b` (52 of 62 layers windowed, 1024, tied)."""
     return ModelShape(
         id="gemma-3-27b",
         num_layers=62,
@@ -148,7 +148,7 @@ def gemma_3_27b() -> ModelShape:
 
 
 def mixtral_8x7b() -> ModelShape:
-    """models.md §1 and §2 rows 'Mixtral-8x7B-v0.1'."""
+    """docs/reference/models.md §1 and §2 rows 'Mixtral-8x7B-v0.1'."""
     return ModelShape(
         id="mixtral-8x7b",
         num_layers=32,
@@ -165,7 +165,7 @@ def mixtral_8x7b() -> ModelShape:
 
 
 # Calibration tests: benchmark files, spec-sheet H100 SXM and A100 SXM4 80GB
-# (accelerators.md §1–2, dense peaks) and shapes from models.md §1.
+# (docs/reference/accelerators.md §1–2, dense peaks) and shapes from docs/reference/models.md §1.
 BENCHMARK_DATA = Path(__file__).parents[1] / "data" / "benchmarks"
 CALIBRATION_H100 = Accelerator(
     id="h100-sxm",

@@ -23,11 +23,12 @@ def _config(name: str) -> dict[str, object]:
     return data
 
 
-# Published totals (billions) quoted in the task brief / models.md §4 "Vendor-stated" column,
-# with active counts for MoE models. Active counts include the input embedding and the LM head
-# (models.md convention), except gpt-oss, where OpenAI's 3.6B/5.1B exclude the input embedding
-# (checked separately). DeepSeek-V3: we match README's "37B activated" (M21) with 37.55B incl.
-# embedding + head, 1.5% above the rounded figure; README_WEIGHTS' 36.7B is not matched.
+# Published totals (billions) quoted in the task brief / docs/reference/models.md §4
+# "vendor-stated" column, with active counts for MoE models. Active counts include the input
+# embedding and the LM head (that file's convention), except gpt-oss, where OpenAI's 3.6B/5.1B
+# exclude the input embedding (checked separately). DeepSeek-V3: we match README's "37B
+# activated" (M21) with 37.55B incl. embedding + head, 1.5% above the rounded figure;
+# README_WEIGHTS' 36.7B is not matched.
 PUBLISHED: dict[str, tuple[float, float | None]] = {
     "meta-llama--Meta-Llama-3.1-8B": (8.03, None),
     "meta-llama--Meta-Llama-3.1-70B": (70.6, None),
@@ -41,7 +42,7 @@ PUBLISHED: dict[str, tuple[float, float | None]] = {
     "Qwen--Qwen3-235B-A22B": (235.0, 22.0),
     "openai--gpt-oss-20b": (20.9, None),
     "openai--gpt-oss-120b": (117.0, None),
-    # Reconstructed configs (models.md §4 vendor-stated values).
+    # Reconstructed configs (docs/reference/models.md §4 vendor-stated values).
     "mistralai--Mistral-7B-v0.1": (7.3, None),
     "Qwen--Qwen2.5-7B": (7.61, None),
     "Qwen--Qwen2.5-72B": (72.7, None),
@@ -102,7 +103,8 @@ def test_import_matches_published_totals(name: str) -> None:
 
 
 def test_gpt_oss_active_matches_openai_convention() -> None:
-    # OpenAI: 3.6B / 5.1B active, counted without the input-embedding table (models.md B1).
+    # OpenAI: 3.6B / 5.1B active, counted without the input-embedding table
+    # (docs/reference/notes.md B1).
     small = count_parameters(shape_from_hf_config("g20", _config("openai--gpt-oss-20b")))
     large = count_parameters(shape_from_hf_config("g120", _config("openai--gpt-oss-120b")))
     assert small.active_excluding_embedding / 1e9 == pytest.approx(3.6, rel=0.01)

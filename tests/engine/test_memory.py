@@ -48,7 +48,7 @@ def test_windowed_layers_are_capped(
     model: ModelShape, global_layers: int, local_layers: int, window: int
 ) -> None:
     kv = kv_cache_bytes_per_token(model, BF16)
-    per_layer = 2 * model.num_kv_heads * model.head_dim * 2  # 8,192 B for both (models.md §3)
+    per_layer = 2 * model.num_kv_heads * model.head_dim * 2  # 8,192 B (docs/reference/models.md §3)
     assert per_layer == 8192
     below = kv.for_context(np.array([window // 2, window]))
     assert below[1] - below[0] == (window // 2) * (global_layers + local_layers) * per_layer

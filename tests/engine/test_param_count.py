@@ -1,4 +1,4 @@
-"""Tests for service.engine.param_count against the computed counts in models.md §4."""
+"""Tests for service.engine.param_count against docs/reference/models.md §4 computed counts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from service.engine.param_count import count_parameters
 from service.engine.shapes import ModelShape
 
 # Expected (total, active) in billions, typed in by hand from
-# /work/shared/reference/models.md §4 "Parameter counts (total / active)", "Computed" columns.
+# docs/reference/models.md §4 "Parameter counts (total / active)", "Computed" columns.
 # Active = total for dense models. DeepSeek-V3 active 37.55B includes embedding + head;
 # gpt-oss active 4.19B / 5.71B include the input embedding (3.61B / 5.13B without it).
 EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
@@ -50,7 +50,8 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     "opt-66b": (65.720, 65.720),
     "falcon-40b": (41.30, 41.30),
 }
-# models.md §4: active excluding the input-embedding table (OpenAI's convention for gpt-oss).
+# docs/reference/models.md §4: active excluding the input-embedding table (OpenAI's convention
+# for gpt-oss).
 EXPECTED_ACTIVE_EXCLUDING_EMBEDDING = {"gpt-oss-20b": 3.61, "gpt-oss-120b": 5.13}
 
 SHAPES = {str(r["id"]): model_from_record(r) for r in load_model_records()}

@@ -2,7 +2,7 @@
 
 POST accepts (detected from Content-Type, then from the content):
 
-- ``application/json``: the api.md body (``accelerator``, ``name``, ``backend``,
+- ``application/json``: the docs/api.md body (``accelerator``, ``name``, ``backend``,
   ``backend_version``, ``measurements``), or one ``vllm bench serve --save-result`` result (or a
   list of them) with the metadata as query parameters;
 - ``text/csv``: a benchmark CSV, metadata as query parameters;
@@ -75,7 +75,8 @@ _UPLOAD_FORM = _schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
-    "description": "The api.md JSON body; or a benchmark CSV (text/csv or a multipart file; "
+    "description": "The JSON body of docs/api.md (Calibration); or a benchmark CSV (text/csv "
+    "or a multipart file; "
     "columns of the H100 gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or "
     "`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored "
     "with a warning); or a `vllm bench serve --save-result` result, one object or a list (as "

@@ -15,7 +15,7 @@ Measurement = Annotated[
     dict[str, Any],
     Field(
         description="One measurement: `kind` is gemm, attention, collective, static or serving; "
-        "the other fields are those of its kind (api.md, Calibration). Unknown fields are "
+        "the other fields are those of its kind (docs/api.md, Calibration). Unknown fields are "
         "ignored with a warning."
     ),
 ]
