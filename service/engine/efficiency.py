@@ -69,9 +69,17 @@ class EfficiencyParams:
     layer_overhead_us: float = 8.0
     # Per-step scheduling, sampling and host work of a serving engine; prior, to be calibrated.
     step_overhead_us: float = 300.0
-    # Host work per sequence in a step (scheduling, sampling, detokenisation). Prior 0; fitted
-    # ≈ 79 µs for 2024 vLLM and ≈ 20 µs for TensorRT-LLM on the H100 end-to-end runs.
+    # Host work per sequence in a step, independent of depth (sampling, detokenisation). Prior
+    # 0 and not fitted: on the shipped H100 serving runs the per-sequence cost scales with the
+    # layer count (next field), and a per-step-only term fitted on a 64-layer model doubled the
+    # cost of a 32-layer one. Kept so stored profiles and explicit overrides still apply.
     sequence_overhead_us: float = 0.0
+    # Per running sequence per layer per step (per-sequence work inside each layer: KV-cache
+    # writes, paged-attention metadata, rotary/norm rows of small kernels). Prior 0 (spec-sheet
+    # roofline); fitted TensorRT-LLM per-model values on benchmarks/data/h100: 41.7 µs/sequence
+    # on 64-layer Qwen3-32B and 22.0 µs on 32-layer Llama-3.1-8B, i.e. 0.65 and 0.69 µs per
+    # sequence per layer: the count it scales with is layers × sequences.
+    sequence_layer_overhead_us: float = 0.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8 (benchmarks/h100/nccl.csv).
     collective_latency_us: float = 5.0
@@ -174,6 +182,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "layer_overhead_us": (0.0, 1000.0),
     "step_overhead_us": (0.0, 100_000.0),
     "sequence_overhead_us": (0.0, 1000.0),
+    "sequence_layer_overhead_us": (0.0, 100.0),
     "collective_latency_us": (0.0, 1000.0),
     "collective_hop_latency_us": (0.0, 100.0),
     "collective_bandwidth_efficiency": (0.05, 2.0),

@@ -431,9 +431,12 @@ class _StepBuilder:
         self.lm_head()
         self.communication()
         p = self.params
-        # Host overheads: per layer, per step, and per sequence in the step (one logit row each).
-        fixed_us = self.model.num_layers * p.layer_overhead_us + p.step_overhead_us
-        overhead_us = fixed_us + self.logit_rows * p.sequence_overhead_us
+        # Host overheads: per layer, per step, and per sequence in the step (one logit row each),
+        # the last both per step and per layer (efficiency.py).
+        layers = self.model.num_layers
+        fixed_us = layers * p.layer_overhead_us + p.step_overhead_us
+        per_sequence_us = p.sequence_overhead_us + layers * p.sequence_layer_overhead_us
+        overhead_us = fixed_us + self.logit_rows * per_sequence_us
         overhead = np.where(self.tokens > 0, overhead_us * 1e-6, 0.0)
         return StepCost.of(self.phase, self.rows, spread(overhead, self.shape))
 

@@ -19,7 +19,7 @@ from service.engine.estimate import estimate
 from service.engine.parallel import Parallelism
 
 DATA, H100, MODELS = BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_MODELS
-TRUE = {"layer_overhead_us": 30.0, "step_overhead_us": 500.0, "sequence_overhead_us": 40.0}
+TRUE = {"layer_overhead_us": 30.0, "step_overhead_us": 500.0, "sequence_layer_overhead_us": 1.2}
 
 
 def _static_runs(noise: float, seed: int) -> list[StaticMeasurement]:
@@ -40,7 +40,7 @@ def test_static_fit_recovers_known_overheads() -> None:
     result = fit(runs, H100, MODELS, cross_validate=False)
     assert result.values["layer_overhead_us"] == pytest.approx(30.0, rel=0.2)
     assert result.values["step_overhead_us"] == pytest.approx(500.0, rel=0.35)
-    assert result.values["sequence_overhead_us"] == pytest.approx(40.0, rel=0.2)
+    assert result.values["sequence_layer_overhead_us"] == pytest.approx(1.2, rel=0.2)
     q = result.quality["static.latency_ms"]
     assert q.after.mdape_pct < 2.0 < q.before.mdape_pct
     assert set(result.parameters) == set(TRUE)

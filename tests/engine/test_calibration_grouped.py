@@ -29,7 +29,7 @@ MODELS = {name: CALIBRATION_MODELS[name] for name in ("llama-3-8b", "qwen3-32b")
 TRUE = {
     "layer_overhead_us": 20.0,
     "step_overhead_us": 400.0,
-    "sequence_overhead_us": 30.0,
+    "sequence_layer_overhead_us": 0.8,
     "admission_wait_steps": 3.0,
     "prefill_queue_share": 0.3,
 }
@@ -135,7 +135,7 @@ def test_bilinear_response_matches_the_engine_everywhere() -> None:
             centre,
             layer_overhead_us=rng.uniform(0.0, 100.0),
             step_overhead_us=rng.uniform(0.0, 3000.0),
-            sequence_overhead_us=rng.uniform(0.0, 200.0),
+            sequence_layer_overhead_us=rng.uniform(0.0, 5.0),
             admission_wait_steps=rng.uniform(0.0, 20.0),
             prefill_queue_share=rng.uniform(0.0, 1.0),
         )

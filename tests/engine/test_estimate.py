@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from engine_refs import make_a100
@@ -194,6 +196,21 @@ def test_sequence_overhead_scales_with_the_running_batch(
     np.testing.assert_allclose(
         slowed_s.tpot_ms - plain_s.tpot_ms, (running + (running - 1) / 127) * 0.1, rtol=1e-6
     )
+
+
+def test_sequence_layer_overhead_scales_with_sequences_times_layers(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    per_layer = DEFAULT_EFFICIENCY.replace(sequence_layer_overhead_us=0.5)
+    kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": BATCHES}
+    plain = estimate(llama8b, h100, **kwargs)  # type: ignore[arg-type]
+    slowed = estimate(llama8b, h100, params=per_layer, **kwargs)  # type: ignore[arg-type]
+    expected_ms = BATCHES * llama8b.num_layers * 0.5e-3
+    np.testing.assert_allclose(slowed.tpot_ms - plain.tpot_ms, expected_ms)
+    half = dataclasses.replace(llama8b, num_layers=llama8b.num_layers // 2)
+    plain_half = estimate(half, h100, **kwargs)  # type: ignore[arg-type]
+    slowed_half = estimate(half, h100, params=per_layer, **kwargs)  # type: ignore[arg-type]
+    np.testing.assert_allclose(slowed_half.tpot_ms - plain_half.tpot_ms, expected_ms / 2)
 
 
 def test_prefill_queue_share_waits_behind_other_prompts(

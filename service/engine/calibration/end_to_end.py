@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 Run = StaticMeasurement | ServingMeasurement
-STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_overhead_us")
+STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_layer_overhead_us")
 QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share")
 SERVING_NAMES = (*STATIC_NAMES, *QUEUE_NAMES)
 ROUNDS = 3

@@ -31,6 +31,7 @@ STEPS: Mapping[str, float] = {
     "layer_overhead_us": 10.0,
     "step_overhead_us": 100.0,
     "sequence_overhead_us": 10.0,
+    "sequence_layer_overhead_us": 0.5,
     "admission_wait_steps": 1.0,
     "prefill_queue_share": 0.5,
 }
