@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
+from support import make_test_settings
 
 from service.api.app import create_app
 from service.db import models as _models  # noqa: F401  (registers tables)
@@ -30,8 +31,6 @@ from service.db.session import make_engine, make_session_factory, session_scope
 from service.services.auth import create_key
 from service.services.bootstrap import prepare_database
 from service.settings import Settings, normalise_database_url
-
-TEST_PEPPER = "test-pepper-not-secret"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,21 +46,6 @@ def postgres_base_url() -> str | None:
     """Return the PostgreSQL URL the run targets, or None for SQLite."""
     url = os.environ.get("DATABASE_URL", "")
     return normalise_database_url(url) if url.startswith("postgres") else None
-
-
-def make_test_settings(database_url: str, data_dir: Path, **overrides: object) -> Settings:
-    """Settings for a test app: the given database, already migrated and seeded."""
-    values: dict[str, object] = {
-        "database_url": database_url,
-        "data_dir": data_dir,
-        "migrate_on_startup": False,
-        "seed_on_startup": False,
-        "api_key_pepper": TEST_PEPPER,
-        "environment": "test",
-        "log_level": "WARNING",
-    }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
 
 
 class DatabaseFactory:

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_test_settings
 from fastapi.testclient import TestClient
 from sqlalchemy import make_url
+from support import make_test_settings
 
 from service.api.app import create_app
 from service.db.session import make_engine, make_session_factory

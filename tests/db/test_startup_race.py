@@ -20,7 +20,7 @@ REPLICAS = 4
 
 
 def _start(url: str, data_dir: str, go: multiprocessing.synchronize.Event) -> None:
-    from conftest import make_test_settings
+    from support import make_test_settings
 
     settings = make_test_settings(
         url, Path(data_dir), migrate_on_startup=True, seed_on_startup=True
