@@ -131,3 +131,14 @@ def test_declared_backend_must_match_the_runs(
     right = post(client, auth_headers, vllm_only.encode(), "text/csv", backend="vllm")
     assert right.status_code == 201, right.text
     assert right.json()["backend"] == "vllm" and stored_count(client) == 1
+
+
+def test_openapi_documents_the_formats_and_parameters(client: TestClient) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/calibrations"]["post"]
+    description = operation["requestBody"]["description"]
+    names = ("vllm_bench_json", "sglang_bench_serving", "genai_perf", "trtllm_bench", "guidellm")
+    for name in (*names, "load_pattern", "open_loop", "docs/measurement-formats.md"):
+        assert name in description
+    params = {p["name"]: p for p in operation["parameters"]}
+    assert {"format", "model", "concurrency", "tp", "weights_dtype"} <= set(params)
+    assert "guidellm" in json.dumps(params["format"]["schema"])

@@ -3,11 +3,15 @@
 POST accepts (detected from Content-Type, then from the content):
 
 - ``application/json``: the api.md body (``accelerator``, ``name``, ``backend``,
-  ``backend_version``, ``measurements``), or one ``vllm bench serve --save-result`` result (or a
-  list of them) with the metadata as query parameters;
+  ``backend_version``, ``measurements``), or a harness result file (an object, a list, or JSON
+  lines) with the metadata as query parameters;
 - ``text/csv``: a benchmark CSV, metadata as query parameters;
-- ``multipart/form-data``: a ``file`` (CSV or vllm bench JSON) plus form fields ``accelerator``,
-  ``name``, ``backend``, ``backend_version`` (query parameters fill what the form leaves out).
+- ``multipart/form-data``: a ``file`` (CSV or harness result JSON) plus form fields
+  ``accelerator``, ``name``, ``backend``, ``backend_version`` (query parameters fill what the
+  form leaves out).
+
+Harness result files (vllm, SGLang, genai-perf, trtllm-bench, guidellm) are detected from the
+content or named by ``format``; see docs/measurement-formats.md and UPLOAD_DESCRIPTION.
 
 The fit runs off the event loop within ``fit_time_budget_s`` (settings): past it the answer is a
 503 problem with Retry-After and nothing is stored.
@@ -70,19 +74,50 @@ def _schema(model: type[Any]) -> dict[str, Any]:
     return schema
 
 
+UPLOAD_DESCRIPTION = """\
+The api.md JSON body; or a benchmark CSV (text/csv or a multipart `file`: columns of the H100
+gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or
+`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored with a
+warning); or the result file of a serving benchmark harness, as application/json (JSON lines
+accepted) with the metadata as query parameters, or as a multipart `file`. The harness format is
+detected from the content, or forced with `format`. Field-by-field mappings:
+docs/measurement-formats.md.
+
+Every serving measurement records its `load_pattern`: `closed_loop` (at `concurrency`),
+`open_loop` (at `request_rate_per_s`, `concurrency` = mean requests in flight, optional
+`arrival_process` poisson/constant/gamma and `burstiness`) or `offline` (all requests at once,
+`concurrency` = requests); static runs are `static`. Harness rules: rate inf with a concurrency
+limit → closed_loop at the limit; a finite rate → open_loop; inf without a limit → offline.
+
+- `vllm_bench_json` (`vllm bench serve --save-result`): model_id → model;
+  total_input_tokens/completed → input_tokens; total_output_tokens/completed → output_tokens;
+  mean_ttft_ms → ttft_ms; mean_tpot_ms → tpot_ms; request_rate, max_concurrency, burstiness →
+  load pattern (open loop in flight = request_throughput × mean_e2el_ms); backend;
+  tensor_parallel_size (else `tp`); precision (else `weights_dtype`).
+- `sglang_bench_serving` (`sglang.bench_serving --output-file`, JSON lines): as vllm, with
+  mean_e2e_latency_ms and SGLang's measured `concurrency` for an open loop; the lines do not
+  name the model: pass `model`; backend from the client protocol (sglang*, vllm*, trt → trtllm).
+- `genai_perf` (`profile_export_genai_perf.json`): input_config.model → model;
+  input/output_sequence_length.avg → tokens; time_to_first_token.avg → ttft_ms and
+  inter_token_latency.avg → tpot_ms, each converted from its `unit`; input_config.concurrency →
+  closed_loop, input_config.request_rate → open_loop (also under perf_analyzer.stimulus).
+- `trtllm_bench` (`trtllm-bench throughput --streaming --report_json`): engine.model,
+  engine.version, engine.quantization/dtype/kv_cache_dtype, world_info.tp_size/pp_size,
+  request_info.avg_input/output_length, streaming_metrics.avg_ttft_ms/avg_tpot_ms (ms); the
+  report does not record --concurrency: `concurrency` → closed_loop, else offline.
+- `guidellm` (`benchmarks.json`): one measurement per benchmark; successful means of
+  prompt/output_token_count, time_to_first_token_ms, inter_token_latency_ms (→ tpot_ms);
+  config.strategy synchronous/concurrent → closed_loop at 1/streams, throughput → offline,
+  constant/poisson → open_loop at rate.
+
+A profile is fitted for one backend: an upload whose runs name several backends, or another
+backend than `backend`, is refused with a 422 on `backend` listing them; nothing is stored.
+"""
 _UPLOAD_FORM = _schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
-    "description": "The api.md JSON body; or a benchmark CSV (text/csv or a multipart file; "
-    "columns of the H100 gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or "
-    "`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored "
-    "with a warning); or a `vllm bench serve --save-result` result, one object or a list (as "
-    "application/json with the metadata as query parameters, or as a multipart file). vllm "
-    "mapping: model_id → model, max_concurrency (or num_prompts when unbounded) → concurrency, "
-    "total_input_tokens/completed → input_tokens, total_output_tokens/completed → "
-    "output_tokens, mean_ttft_ms → ttft_ms, mean_tpot_ms → tpot_ms, backend, "
-    "tensor_parallel_size (else the `tp` query parameter), precision (else `weights_dtype`).",
+    "description": UPLOAD_DESCRIPTION,
     "content": {
         "application/json": {"schema": _schema(CalibrationCreate)},
         "text/csv": {"schema": {"type": "string"}},
