@@ -379,3 +379,44 @@ def check_one_backend(upload: CalibrationUpload) -> None:
             f"is {declared!r} but the measurements were run on {listing}; give the backend "
             "the runs name, or leave it out",
         )
+
+
+def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
+    """One upload per backend the runs name, in first-seen order; kernel measurements (which
+    name no backend) go to every part. A run naming no backend, or a declared backend, cannot
+    be assigned: FieldError."""
+    if upload.metadata.backend:
+        raise FieldError(
+            "backend",
+            "leave backend out with split_by_backend=true: each profile takes the backend its "
+            "runs name",
+        )
+    runs = [m for m in upload.measurements if isinstance(m, StaticMeasurement | ServingMeasurement)]
+    unnamed = sum(1 for m in runs if not m.backend)
+    if unnamed:
+        raise FieldError(
+            "backend",
+            f"{unnamed} of {len(runs)} runs name no backend, so split_by_backend=true cannot "
+            "assign them; give every run a backend or upload them separately",
+        )
+    counts = backends_of(upload.measurements)
+    if len(counts) <= 1:
+        only = dataclasses.replace(upload.metadata, backend=next(iter(counts), ""))
+        return [dataclasses.replace(upload, metadata=only)]
+    listing = ", ".join(f"{name} ({n} runs)" for name, n in counts.items())
+    parts: list[CalibrationUpload] = []
+    for backend in counts:
+        kept = tuple(
+            m
+            for m in upload.measurements
+            if not isinstance(m, StaticMeasurement | ServingMeasurement) or m.backend == backend
+        )
+        parts.append(
+            CalibrationUpload(
+                metadata=dataclasses.replace(upload.metadata, backend=backend),
+                measurements=kept,
+                format=upload.format,
+                warnings=(*upload.warnings, f"split by backend from one upload: {listing}"),
+            )
+        )
+    return parts

@@ -142,3 +142,41 @@ def test_openapi_documents_the_formats_and_parameters(client: TestClient) -> Non
     params = {p["name"]: p for p in operation["parameters"]}
     assert {"format", "model", "concurrency", "tp", "weights_dtype"} <= set(params)
     assert "guidellm" in json.dumps(params["format"]["schema"])
+
+
+def test_split_by_backend_stores_one_profile_per_backend(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    body = SERVING.read_bytes()
+    headers = {**auth_headers, "Idempotency-Key": "split-1"}
+    response = post(client, headers, body, "text/csv", split_by_backend="true", name="qwen")
+    assert response.status_code == 201, response.text
+    items = response.json()["items"]
+    assert [p["backend"] for p in items] == ["sglang", "trtllm", "vllm"]  # first-seen order
+    _, *rows = SERVING.read_text().strip().splitlines()
+    for profile in items:
+        runs = stored(client, profile["id"])
+        assert len(runs) == sum(f",{profile['backend']}," in r for r in rows)
+        assert {m["backend"] for m in runs} == {profile["backend"]}
+        assert profile["name"] == "qwen" and profile["version"] == 1
+    again = post(client, headers, body, "text/csv", split_by_backend="true", name="qwen")
+    assert again.status_code == 201 and again.headers.get("Idempotent-Replayed") == "true"
+    assert again.json() == response.json() and stored_count(client) == 3
+    unsplit = post(client, headers, body, "text/csv", name="qwen")  # same key, other request
+    assert unsplit.status_code == 422 and "Idempotency-Key" in unsplit.text
+
+
+def test_split_by_backend_is_all_or_nothing(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    header, *rows = SERVING.read_text().strip().splitlines()
+    last_vllm = max(i for i, r in enumerate(rows) if ",vllm," in r)
+    rows[last_vllm] = rows[last_vllm].replace("Qwen/Qwen3-32B", "Acme/Unknown-9B")
+    text = "\n".join([header, *rows]) + "\n"
+    response = post(client, auth_headers, text.encode(), "text/csv", split_by_backend="true")
+    assert response.status_code == 422
+    assert f"row {last_vllm + 1}:" in response.json()["detail"]  # the row of the whole file
+    declared = post(client, auth_headers, SERVING.read_bytes(), "text/csv",
+                    split_by_backend="true", backend="vllm")  # fmt: skip
+    assert declared.status_code == 422 and declared.json()["errors"][0]["field"] == "backend"
+    assert stored_count(client) == 0

@@ -112,6 +112,8 @@ limit → closed_loop at the limit; a finite rate → open_loop; inf without a l
 
 A profile is fitted for one backend: an upload whose runs name several backends, or another
 backend than `backend`, is refused with a 422 on `backend` listing them; nothing is stored.
+With `split_by_backend=true` one profile per backend is stored instead (all or none) and the 201
+body is `{"items": [profile, ...]}`.
 """
 _UPLOAD_FORM = _schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
@@ -290,6 +292,14 @@ async def create_calibration(
             "from the content.",
         ),
     ] = None,
+    split_by_backend: Annotated[
+        bool,
+        Query(
+            description="Store one profile per backend the runs name (kernel measurements go "
+            'to each), all or none; the 201 body is then {"items": [profile, ...]}. Without '
+            "it an upload whose runs name several backends is a 422.",
+        ),
+    ] = False,
     idempotency_key: IdempotencyKey = None,
     api_key: ApiKeyHeader = None,
 ) -> Response:
@@ -311,9 +321,10 @@ async def create_calibration(
     except _Unsupported as exc:
         return problem(415, "Unsupported Media Type", str(exc), "unsupported-media-type")
     limits = FitLimits(MAX_MEASUREMENTS_PER_CALIBRATION, settings.fit_time_budget_s)
+    create = service.create_per_backend if split_by_backend else service.create
     try:
         outcome = await run_in_threadpool(
-            service.create,
+            create,
             upload,
             limits,
             owner=_owner(api_key),
@@ -327,7 +338,9 @@ async def create_calibration(
             "fit-time-budget-exceeded",
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
-    headers = {"Location": f"/v1/calibrations/{outcome.body['id']}"}
+    headers = {}
+    if "id" in outcome.body:
+        headers["Location"] = f"/v1/calibrations/{outcome.body['id']}"
     if outcome.replayed:
         headers["Idempotent-Replayed"] = "true"
     return JSONResponse(outcome.body, status_code=outcome.status_code, headers=headers)
