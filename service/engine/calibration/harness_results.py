@@ -291,12 +291,16 @@ def _trtllm_precision(engine: _Doc) -> tuple[str, str | None, str | None]:
     if not quant or quant == "NONE":
         dtype = engine.text("dtype") or "bfloat16"
         return normalize_dtype(dtype, row=engine.row, field=engine.path("dtype")), None, kv
+    # TensorRT-LLM QuantAlgo names: FP8* (W8A8 fp8), NVFP4 (W4A4 fp4), W4A16*/W4A8* (int4
+    # weights), W8A16* (int8 weights), W8A8_SQ* (SmoothQuant, int8 weights and activations)
     if "FP8" in quant:
         return "fp8", "fp8", kv
     if "FP4" in quant:
-        return "fp4", None, kv
+        return "fp4", "fp4", kv
     if quant.startswith(("W4", "INT4")):
         return "int4", None, kv
+    if quant.startswith("W8A8"):
+        return "int8", "int8", kv
     if quant.startswith(("W8", "INT8")):
         return "int8", None, kv
     raise engine.error("quantization", f"unknown quantization {quant!r}")
