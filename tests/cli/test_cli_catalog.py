@@ -100,3 +100,13 @@ def test_calibrate_reads_harness_result_files(ridgeline_cli: Invoke, client: Tes
     guidellm = DATA / "harness_samples" / "guidellm_benchmarks.json"
     forced = ridgeline_cli("calibrate", str(guidellm), "-a", "h100-sxm", "--format", "genai_perf")
     assert forced.exit_code == 1 and "input_config" in forced.stderr
+
+
+def test_calibrate_refuses_a_file_mixing_backends(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    serving = DATA / "benchmarks" / "h100_serving_qwen3_32b_subset.csv"
+    result = ridgeline_cli("calibrate", str(serving), "-a", "h100-sxm")
+    assert result.exit_code == 1
+    assert "backend" in result.stderr and "sglang" in result.stderr and "trtllm" in result.stderr
+    assert client.get("/v1/calibrations").json()["items"] == []
