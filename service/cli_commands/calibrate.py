@@ -1,4 +1,4 @@
-"""``ridgeline calibrate FILE``: fit a profile from a benchmark CSV or vllm bench JSON."""
+"""``ridgeline calibrate FILE``: fit a profile from a benchmark CSV or a harness result file."""
 
 from __future__ import annotations
 
@@ -67,14 +67,37 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
 
 def calibrate(
     file: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, help="Benchmark CSV or vllm bench JSON.")
+        Path,
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            help="Benchmark CSV, or the result file of vllm bench serve, SGLang bench_serving, "
+            "genai-perf, trtllm-bench or guidellm (docs/measurement-formats.md).",
+        ),
     ],
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", help="Accelerator id.")],
     name: Annotated[str | None, typer.Option(help="Profile name (default: the file).")] = None,
     backend: Annotated[str | None, typer.Option(help="Backend (default: the file's).")] = None,
     backend_version: Annotated[str | None, typer.Option(help="Backend version.")] = None,
-    tp: Annotated[int, typer.Option(min=1, help="TP of a vllm bench run.")] = 1,
-    weights_dtype: Annotated[str, typer.Option(help="Weights dtype of a vllm run.")] = "bf16",
+    tp: Annotated[int, typer.Option(min=1, help="TP of a run whose file does not say.")] = 1,
+    weights_dtype: Annotated[
+        str, typer.Option(help="Weights dtype of a run whose file does not say.")
+    ] = "bf16",
+    model: Annotated[
+        str, typer.Option(help="Model of a run whose file does not name it (SGLang).")
+    ] = "",
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="Concurrency limit the file does not record (trtllm-bench)."),
+    ] = None,
+    file_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Harness format instead of detecting it: "
+            "vllm_bench_json, sglang_bench_serving, genai_perf, trtllm_bench, guidellm.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     url: UrlOption = None,
@@ -89,6 +112,9 @@ def calibrate(
                 tp=tp,
                 weights_dtype=weights_dtype,
                 progress=progress,
+                model=model,
+                concurrency=concurrency,
+                file_format=file_format,
             )
         body = calibration_body(measured, accelerator, name, file.name)
         if backend:

@@ -1,4 +1,5 @@
-"""Read benchmark files (CSV or ``vllm bench serve`` JSON) into API measurement objects."""
+"""Read benchmark files (CSV, or the JSON results of vllm, SGLang, genai-perf, trtllm-bench or
+guidellm; see docs/measurement-formats.md) into API measurement objects."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.engine.calibration.harness_results import (
+    HARNESS_FORMAT_NAMES,
+    HarnessOptions,
+    detect_harness,
+    parse_harness,
+)
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
@@ -19,7 +26,7 @@ from service.engine.calibration.measurements import (
     MeasurementError,
     StaticMeasurement,
 )
-from service.engine.calibration.parsers import parse_csv, parse_vllm_bench_json
+from service.engine.calibration.parsers import parse_csv
 
 Progress = Callable[[int, int], None]
 CHUNK_ROWS = 2000
@@ -150,25 +157,49 @@ def read_csv(
     return result
 
 
+def _json_document(text: str) -> Any:
+    """A JSON document, or the records of a JSON-lines file."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as whole:
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            raise MeasurementError(None, "file", f"not valid JSON: {whole.msg}") from whole
+
+
+def read_harness_result(
+    text: str,
+    options: HarnessOptions | None = None,
+    *,
+    file_format: str | None = None,
+    accelerator: str | None = None,
+    progress: Progress | None = None,
+) -> MeasurementFile:
+    """Parse a harness result file (format detected from the content unless ``file_format``)."""
+    document = _json_document(text)
+    name = file_format or detect_harness(document)
+    if name is None:
+        raise MeasurementError(
+            None, "file", f"not a result file of {', '.join(HARNESS_FORMAT_NAMES)}"
+        )
+    parsed = parse_harness(document, name, options or HarnessOptions())
+    out = MeasurementFile(name)
+    dropped = _collect(out, parsed.measurements, accelerator)
+    out.warnings.extend(parsed.warnings)
+    if dropped:
+        out.warnings.append(f"{dropped} runs measured on other accelerators skipped")
+    if progress is not None:
+        progress(len(parsed.measurements), len(parsed.measurements))
+    return out
+
+
 def read_vllm_bench(
     text: str, *, tp: int = 1, weights_dtype: str = "bf16", progress: Progress | None = None
 ) -> MeasurementFile:
     """Parse ``vllm bench serve --save-result`` output: one result, a list, or JSON lines."""
-    try:
-        decoded: Any = json.loads(text)
-        results = decoded if isinstance(decoded, list) else [decoded]
-    except json.JSONDecodeError:
-        results = [json.loads(line) for line in text.splitlines() if line.strip()]
-    out = MeasurementFile("vllm_bench_json")
-    for index, result in enumerate(results, start=1):
-        if not isinstance(result, Mapping):
-            raise MeasurementError(index, "result", "not a JSON object")
-        parsed = parse_vllm_bench_json(result, tp=tp, weights_dtype=weights_dtype)
-        _collect(out, parsed.measurements, None)
-        out.warnings.extend(w for w in parsed.warnings if w not in out.warnings)
-        if progress is not None:
-            progress(index, len(results))
-    return out
+    options = HarnessOptions(tp=tp, weights_dtype=weights_dtype)
+    return read_harness_result(text, options, file_format="vllm_bench_json", progress=progress)
 
 
 def read_measurement_file(
@@ -178,11 +209,21 @@ def read_measurement_file(
     tp: int = 1,
     weights_dtype: str = "bf16",
     progress: Progress | None = None,
+    model: str = "",
+    concurrency: int | None = None,
+    file_format: str | None = None,
 ) -> MeasurementFile:
-    """Read a CSV (any format the parsers detect) or a vllm bench JSON file."""
+    """Read a CSV (any format the parsers detect) or a harness result JSON file (``model``,
+    ``concurrency``: for files that do not record them; ``file_format``: skip detection)."""
     text = Path(path).read_text(encoding="utf-8")
-    if Path(path).suffix.lower() in (".json", ".jsonl") or text.lstrip().startswith(("{", "[")):
-        return read_vllm_bench(text, tp=tp, weights_dtype=weights_dtype, progress=progress)
+    is_json = Path(path).suffix.lower() in (".json", ".jsonl")
+    if file_format or is_json or text.lstrip().startswith(("{", "[")):
+        options = HarnessOptions(
+            tp=tp, weights_dtype=weights_dtype, model=model, concurrency=concurrency
+        )
+        return read_harness_result(
+            text, options, file_format=file_format, accelerator=accelerator, progress=progress
+        )
     return read_csv(text, accelerator, progress)
 
 
@@ -208,9 +249,19 @@ def calibration_from_file(
     *,
     tp: int = 1,
     weights_dtype: str = "bf16",
+    model: str = "",
+    concurrency: int | None = None,
+    file_format: str | None = None,
 ) -> dict[str, Any]:
     """Read a benchmark file and build the POST /v1/calibrations body."""
     measured = read_measurement_file(
-        path, accelerator=accelerator, tp=tp, weights_dtype=weights_dtype, progress=progress
+        path,
+        accelerator=accelerator,
+        tp=tp,
+        weights_dtype=weights_dtype,
+        progress=progress,
+        model=model,
+        concurrency=concurrency,
+        file_format=file_format,
     )
     return calibration_body(measured, accelerator, name, Path(path).name)

@@ -205,11 +205,23 @@ class Ridgeline:
         progress: Progress | None = None,
         tp: int = 1,
         weights_dtype: str = "bf16",
+        model: str = "",
+        concurrency: int | None = None,
+        file_format: str | None = None,
         **fields: Any,
     ) -> CalibrationProfile:
-        """Fit a profile from a benchmark CSV or a ``vllm bench serve`` JSON result file."""
+        """Fit a profile from a benchmark CSV or a harness result file (vllm, SGLang,
+        genai-perf, trtllm-bench, guidellm; docs/measurement-formats.md)."""
         body = calibration_from_file(
-            Path(path), accelerator, name, progress, tp=tp, weights_dtype=weights_dtype
+            Path(path),
+            accelerator,
+            name,
+            progress,
+            tp=tp,
+            weights_dtype=weights_dtype,
+            model=model,
+            concurrency=concurrency,
+            file_format=file_format,
         )
         return self._run(calls.calibrate(body, fields))
 

@@ -14,10 +14,11 @@ size bounds how many abandoned fits can run at once.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from service.services.calibration_uploads import (
     check_one_backend,
     measurement_to_json,
     referenced_models,
+    split_by_backend,
     stored_measurement_json,
 )
 from service.services.catalog import CatalogService, Page
@@ -218,10 +220,12 @@ class CalibrationService:
         return CreateOutcome(stored.status_code, dict(stored.response), replayed=True)
 
     def check(
-        self, upload: CalibrationUpload, limits: FitLimits
+        self, upload: CalibrationUpload, limits: FitLimits, *, one_backend: bool = True
     ) -> tuple[Accelerator, dict[str, ModelShape]]:
-        """Validate an upload against limits and the catalog; return its accelerator and models."""
-        check_one_backend(upload)
+        """Validate an upload against limits and the catalog (and, unless ``one_backend`` is
+        False, that its runs name one backend); return its accelerator and models."""
+        if one_backend:
+            check_one_backend(upload)
         count = len(upload.measurements)
         if count == 0:
             raise FieldError("measurements", "the upload holds no usable measurement")
@@ -262,6 +266,47 @@ class CalibrationService:
         # SQLite's write lock is held while the fit runs (fits queue on a small pool).
         self.session.rollback()
         result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
+        return self._commit(
+            owner, idempotency_key, fingerprint, lambda: self._store(upload, result)
+        )
+
+    def create_per_backend(
+        self,
+        upload: CalibrationUpload,
+        limits: FitLimits,
+        *,
+        owner: str,
+        idempotency_key: str | None = None,
+    ) -> CreateOutcome:
+        """Fit one profile per backend the runs name (kernel measurements go to each) and store
+        them all in one transaction, or none; the body is ``{"items": [profile, ...]}``."""
+        # another answer than create's for the same upload: its own 64-hex request hash
+        fingerprint = hashlib.sha256(f"per-backend:{upload.fingerprint()}".encode()).hexdigest()
+        if idempotency_key is not None:
+            replay = self._replay(owner, idempotency_key, fingerprint)
+            if replay is not None:
+                return replay
+        parts = split_by_backend(upload)
+        accelerator, models = self.check(upload, limits, one_backend=False)
+        self.session.rollback()
+        results = [
+            run_fit(part.measurements, accelerator, models, limits.fit_budget_s) for part in parts
+        ]
+
+        def store() -> dict[str, Any]:
+            return {"items": [self._store(p, r) for p, r in zip(parts, results, strict=True)]}
+
+        return self._commit(owner, idempotency_key, fingerprint, store)
+
+    def _commit(
+        self,
+        owner: str,
+        idempotency_key: str | None,
+        fingerprint: str,
+        store: Callable[[], dict[str, Any]],
+    ) -> CreateOutcome:
+        """Run ``store`` in a write transaction with the idempotency key; retry on a version
+        race, replay a concurrent first answer to the same key."""
         for attempt in range(STORE_ATTEMPTS):
             begin_write(self.session)
             if attempt and idempotency_key is not None:
@@ -269,7 +314,7 @@ class CalibrationService:
                 if replay is not None:
                     return replay
             try:
-                body = self._store(upload, result)
+                body = store()
                 if idempotency_key is not None:
                     self.keys.add(
                         IdempotencyKeyRow(

@@ -6,15 +6,12 @@ after a CSV header. JSON-body errors name the field as ``measurements.<index>.<f
 like the request validator); CSV errors name the column; ``vllm bench`` errors name the result
 field with the result's position as row.
 
-``vllm bench serve --save-result`` mapping (one result object, a list of them, or JSON lines;
-see ``service.engine.calibration.parsers.parse_vllm_bench_json``): ``model_id`` → ``model``,
-``max_concurrency`` (or ``num_prompts`` for an unbounded closed loop) → ``concurrency``,
-``total_input_tokens``/``completed`` → ``input_tokens``, ``total_output_tokens``/``completed``
-→ ``output_tokens``, ``mean_ttft_ms`` → ``ttft_ms``, ``mean_tpot_ms`` → ``tpot_ms``,
-``backend`` (``openai``/``vllm`` → ``vllm``), ``tensor_parallel_size``/``tp`` → ``tp``
-(else the ``tp`` parameter), ``precision`` → weights dtype (else ``weights_dtype``). A JSON
-document is a vllm result when it is not an API body (no ``measurements``) and holds
-``mean_ttft_ms`` or ``model_id``.
+Harness result files (vllm bench serve, SGLang bench_serving, genai-perf, trtllm-bench,
+guidellm; one object, a list, or JSON lines) are detected from the content, or named by the
+caller, and parsed by ``service.engine.calibration.harness_results``; every mapping, with its
+load pattern, is documented field by field in docs/measurement-formats.md. A JSON document with
+``measurements`` is an API body. Runs that name several backends are one upload per backend
+(``check_one_backend``, ``split_by_backend``).
 """
 
 from __future__ import annotations
@@ -172,11 +169,6 @@ def from_csv(text: str) -> ParseResult:
         raise _field_error(exc, exc.field) from exc
 
 
-def looks_like_vllm_result(document: Any) -> bool:
-    """True for a ``vllm bench serve`` result object (or a list of them)."""
-    return detect_harness(document) == "vllm_bench_json"
-
-
 def looks_like_harness_result(document: Any) -> bool:
     """True for the result file of a benchmark harness this service reads (vllm, SGLang,
     genai-perf, trtllm-bench, guidellm)."""
@@ -199,12 +191,6 @@ def from_harness(
         return parse_harness(document, name, options)
     except MeasurementError as exc:
         raise _field_error(exc, exc.field) from exc
-
-
-def from_vllm(document: Any, *, tp: int = 1, weights_dtype: str = "bf16") -> ParseResult:
-    """Parse one vllm bench result, a list of them; rows number the results from 1."""
-    options = HarnessOptions(tp=tp, weights_dtype=weights_dtype)
-    return from_harness(document, options, "vllm_bench_json")
 
 
 def decode_json_text(text: str, field: str = "file") -> Any:
@@ -379,3 +365,44 @@ def check_one_backend(upload: CalibrationUpload) -> None:
             f"is {declared!r} but the measurements were run on {listing}; give the backend "
             "the runs name, or leave it out",
         )
+
+
+def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
+    """One upload per backend the runs name, in first-seen order; kernel measurements (which
+    name no backend) go to every part. A run naming no backend, or a declared backend, cannot
+    be assigned: FieldError."""
+    if upload.metadata.backend:
+        raise FieldError(
+            "backend",
+            "leave backend out with split_by_backend=true: each profile takes the backend its "
+            "runs name",
+        )
+    runs = [m for m in upload.measurements if isinstance(m, StaticMeasurement | ServingMeasurement)]
+    unnamed = sum(1 for m in runs if not m.backend)
+    if unnamed:
+        raise FieldError(
+            "backend",
+            f"{unnamed} of {len(runs)} runs name no backend, so split_by_backend=true cannot "
+            "assign them; give every run a backend or upload them separately",
+        )
+    counts = backends_of(upload.measurements)
+    if len(counts) <= 1:
+        only = dataclasses.replace(upload.metadata, backend=next(iter(counts), ""))
+        return [dataclasses.replace(upload, metadata=only)]
+    listing = ", ".join(f"{name} ({n} runs)" for name, n in counts.items())
+    parts: list[CalibrationUpload] = []
+    for backend in counts:
+        kept = tuple(
+            m
+            for m in upload.measurements
+            if not isinstance(m, StaticMeasurement | ServingMeasurement) or m.backend == backend
+        )
+        parts.append(
+            CalibrationUpload(
+                metadata=dataclasses.replace(upload.metadata, backend=backend),
+                measurements=kept,
+                format=upload.format,
+                warnings=(*upload.warnings, f"split by backend from one upload: {listing}"),
+            )
+        )
+    return parts

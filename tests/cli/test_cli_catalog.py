@@ -80,3 +80,33 @@ def test_calibrate_stores_a_profile(ridgeline_cli: Invoke, client: TestClient) -
     stored = client.get(f"/v1/calibrations/{profile['id']}").json()
     assert stored["id"] == profile["id"]
     assert stored["fit"]["n_measurements"] == len(path.read_text().strip().splitlines()) - 1
+
+
+def test_calibrate_reads_harness_result_files(ridgeline_cli: Invoke, client: TestClient) -> None:
+    sglang = DATA / "harness_samples" / "sglang_bench_serving.jsonl"
+    missing = ridgeline_cli("calibrate", str(sglang), "-a", "h100-sxm")
+    assert missing.exit_code == 1 and "model" in missing.stderr
+    result = ridgeline_cli(
+        "calibrate", str(sglang), "-a", "h100-sxm", "--model", "Qwen/Qwen3-32B", "--tp", "2",
+        "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    profile = json.loads(result.stdout)
+    assert profile["name"] == "sglang_bench_serving.jsonl (sglang_bench_serving)"
+    assert profile["backend"] == "sglang"  # the one backend the runs name
+    items = client.get(f"/v1/calibrations/{profile['id']}/measurements").json()["items"]
+    assert [m["load_pattern"] for m in items] == ["closed_loop", "open_loop"]
+    assert {m["tp"] for m in items} == {2}
+    guidellm = DATA / "harness_samples" / "guidellm_benchmarks.json"
+    forced = ridgeline_cli("calibrate", str(guidellm), "-a", "h100-sxm", "--format", "genai_perf")
+    assert forced.exit_code == 1 and "input_config" in forced.stderr
+
+
+def test_calibrate_refuses_a_file_mixing_backends(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    serving = DATA / "benchmarks" / "h100_serving_qwen3_32b_subset.csv"
+    result = ridgeline_cli("calibrate", str(serving), "-a", "h100-sxm")
+    assert result.exit_code == 1
+    assert "backend" in result.stderr and "sglang" in result.stderr and "trtllm" in result.stderr
+    assert client.get("/v1/calibrations").json()["items"] == []

@@ -12,6 +12,7 @@ from service.client.measurement_files import (
     calibration_from_file,
     read_measurement_file,
 )
+from service.engine.calibration.harness_results import HarnessOptions, parse_harness
 from service.engine.calibration.measurements import MeasurementError
 from service.engine.calibration.parsers import parse_csv, parse_measurement_dicts
 
@@ -104,3 +105,37 @@ def test_vllm_bench_json_layouts(tmp_path: Path, layout: str) -> None:
     assert first["parallelism"] == {"tp": 2, "pp": 1}
     assert first["model"] == "llama-3.1-8b"
     assert len(body["measurements"]) == (1 if layout == "object" else 2)
+
+
+HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness_samples"
+HARNESS_FILES = sorted(p for p in HARNESS.iterdir() if p.suffix in (".json", ".jsonl"))
+
+
+@pytest.mark.parametrize("path", HARNESS_FILES, ids=lambda p: p.name)
+def test_harness_files_round_trip_through_the_api_shape(path: Path) -> None:
+    read = read_measurement_file(path, model="Qwen/Qwen3-32B")
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        document = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        document = json.loads(text)
+    direct = parse_harness(document, read.format, HarnessOptions(model="Qwen/Qwen3-32B"))
+    back = parse_measurement_dicts(read.measurements)
+    assert strip_accelerator(back.measurements) == strip_accelerator(direct.measurements)
+    assert not back.warnings
+    assert {m["load_pattern"] for m in read.measurements} <= {"closed_loop", "open_loop", "offline"}
+
+
+def test_harness_options_reach_the_parser(tmp_path: Path) -> None:
+    path = HARNESS / "trtllm_bench_report.json"
+    offline = read_measurement_file(path)
+    assert offline.measurements[0]["load_pattern"] == "offline"
+    assert any("--concurrency" in w for w in offline.warnings)
+    limited = calibration_from_file(path, "h100-sxm", concurrency=32)
+    assert limited["measurements"][0]["concurrency"] == 32 and limited["backend"] == "trtllm"
+    copy = tmp_path / "export.txt"  # no telling suffix: detected from the content
+    copy.write_text((HARNESS / "genai_perf_concurrency.json").read_text())
+    assert read_measurement_file(copy).format == "genai_perf"
+    with pytest.raises(MeasurementError) as info:
+        read_measurement_file(copy, file_format="guidellm")
+    assert info.value.field == "benchmarks"

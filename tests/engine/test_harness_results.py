@@ -178,3 +178,23 @@ def test_broken_numbers_name_the_field() -> None:
     with pytest.raises(MeasurementError) as info:
         parse_harness(lines, "nvidia_magic", HarnessOptions())
     assert info.value.field == "format"
+
+
+@pytest.mark.parametrize(
+    ("quantization", "dtype", "expected"),
+    [
+        (None, "float16", ("fp16", None)),
+        ("FP8_BLOCK_SCALES", "bfloat16", ("fp8", "fp8")),
+        ("NVFP4", "bfloat16", ("fp4", "fp4")),
+        ("W4A16_AWQ", "float16", ("int4", None)),
+        ("W8A8_SQ_PER_CHANNEL", "float16", ("int8", "int8")),
+        ("W8A16", "float16", ("int8", None)),
+    ],
+)
+def test_trtllm_quantization_names(
+    quantization: str | None, dtype: str, expected: tuple[str, str | None]
+) -> None:
+    doc = load("trtllm_bench_report.json")
+    doc["engine"].update(quantization=quantization, dtype=dtype, kv_cache_dtype=None)
+    (m,) = serving(doc, "trtllm_bench")
+    assert (m.weights_dtype, m.activations_dtype, m.kv_cache_dtype) == (*expected, None)

@@ -3,11 +3,15 @@
 POST accepts (detected from Content-Type, then from the content):
 
 - ``application/json``: the docs/api.md body (``accelerator``, ``name``, ``backend``,
-  ``backend_version``, ``measurements``), or one ``vllm bench serve --save-result`` result (or a
-  list of them) with the metadata as query parameters;
+  ``backend_version``, ``measurements``), or a harness result file (an object, a list, or JSON
+  lines) with the metadata as query parameters;
 - ``text/csv``: a benchmark CSV, metadata as query parameters;
-- ``multipart/form-data``: a ``file`` (CSV or vllm bench JSON) plus form fields ``accelerator``,
-  ``name``, ``backend``, ``backend_version`` (query parameters fill what the form leaves out).
+- ``multipart/form-data``: a ``file`` (CSV or harness result JSON) plus form fields
+  ``accelerator``, ``name``, ``backend``, ``backend_version`` (query parameters fill what the
+  form leaves out).
+
+Harness result files (vllm, SGLang, genai-perf, trtllm-bench, guidellm) are detected from the
+content or named by ``format``; see docs/measurement-formats.md and UPLOAD_DESCRIPTION.
 
 The fit runs off the event loop within ``fit_time_budget_s`` (settings): past it the answer is a
 503 problem with Retry-After and nothing is stored.
@@ -26,7 +30,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from service.api.deps import ApiKeyHeader, ReadAccess, SessionDep, SettingsDep, WriteAccess
-from service.api.input_guard import NESTING_MESSAGE
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
@@ -71,20 +74,52 @@ def _schema(model: type[Any]) -> dict[str, Any]:
     return schema
 
 
+UPLOAD_DESCRIPTION = """\
+The docs/api.md JSON body; or a benchmark CSV (text/csv or a multipart `file`: columns of the H100
+gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or
+`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored with a
+warning); or the result file of a serving benchmark harness, as application/json (JSON lines
+accepted) with the metadata as query parameters, or as a multipart `file`. The harness format is
+detected from the content, or forced with `format`. Field-by-field mappings:
+docs/measurement-formats.md.
+
+Every serving measurement records its `load_pattern`: `closed_loop` (at `concurrency`),
+`open_loop` (at `request_rate_per_s`, `concurrency` = mean requests in flight, optional
+`arrival_process` poisson/constant/gamma and `burstiness`) or `offline` (all requests at once,
+`concurrency` = requests); static runs are `static`. Harness rules: rate inf with a concurrency
+limit → closed_loop at the limit; a finite rate → open_loop; inf without a limit → offline.
+
+- `vllm_bench_json` (`vllm bench serve --save-result`): model_id → model;
+  total_input_tokens/completed → input_tokens; total_output_tokens/completed → output_tokens;
+  mean_ttft_ms → ttft_ms; mean_tpot_ms → tpot_ms; request_rate, max_concurrency, burstiness →
+  load pattern (open loop in flight = request_throughput × mean_e2el_ms); backend;
+  tensor_parallel_size (else `tp`); precision (else `weights_dtype`).
+- `sglang_bench_serving` (`sglang.bench_serving --output-file`, JSON lines): as vllm, with
+  mean_e2e_latency_ms and SGLang's measured `concurrency` for an open loop; the lines do not
+  name the model: pass `model`; backend from the client protocol (sglang*, vllm*, trt → trtllm).
+- `genai_perf` (`profile_export_genai_perf.json`): input_config.model → model;
+  input/output_sequence_length.avg → tokens; time_to_first_token.avg → ttft_ms and
+  inter_token_latency.avg → tpot_ms, each converted from its `unit`; input_config.concurrency →
+  closed_loop, input_config.request_rate → open_loop (also under perf_analyzer.stimulus).
+- `trtllm_bench` (`trtllm-bench throughput --streaming --report_json`): engine.model,
+  engine.version, engine.quantization/dtype/kv_cache_dtype, world_info.tp_size/pp_size,
+  request_info.avg_input/output_length, streaming_metrics.avg_ttft_ms/avg_tpot_ms (ms); the
+  report does not record --concurrency: `concurrency` → closed_loop, else offline.
+- `guidellm` (`benchmarks.json`): one measurement per benchmark; successful means of
+  prompt/output_token_count, time_to_first_token_ms, inter_token_latency_ms (→ tpot_ms);
+  config.strategy synchronous/concurrent → closed_loop at 1/streams, throughput → offline,
+  constant/poisson → open_loop at rate.
+
+A profile is fitted for one backend: an upload whose runs name several backends, or another
+backend than `backend`, is refused with a 422 on `backend` listing them; nothing is stored.
+With `split_by_backend=true` one profile per backend is stored instead (all or none) and the 201
+body is `{"items": [profile, ...]}`.
+"""
 _UPLOAD_FORM = _schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
-    "description": "The JSON body of docs/api.md (Calibration); or a benchmark CSV (text/csv "
-    "or a multipart file; "
-    "columns of the H100 gemm/attention/nccl/serving tables, Argonne LLM-Inference-Bench, or "
-    "`model,batch_size,input_tokens,output_tokens` static runs; unknown columns are ignored "
-    "with a warning); or a `vllm bench serve --save-result` result, one object or a list (as "
-    "application/json with the metadata as query parameters, or as a multipart file). vllm "
-    "mapping: model_id → model, max_concurrency (or num_prompts when unbounded) → concurrency, "
-    "total_input_tokens/completed → input_tokens, total_output_tokens/completed → "
-    "output_tokens, mean_ttft_ms → ttft_ms, mean_tpot_ms → tpot_ms, backend, "
-    "tensor_parallel_size (else the `tp` query parameter), precision (else `weights_dtype`).",
+    "description": UPLOAD_DESCRIPTION,
     "content": {
         "application/json": {"schema": _schema(CalibrationCreate)},
         "text/csv": {"schema": {"type": "string"}},
@@ -142,10 +177,7 @@ def _decode_utf8(raw: bytes, field: str) -> str:
 
 
 def _from_json(raw: bytes, query: dict[str, Any], read: ReadOptions) -> CalibrationUpload:
-    try:
-        document: Any = decode_json_text(_decode_utf8(raw, "body"), "body")
-    except RecursionError as exc:
-        raise FieldError("body", NESTING_MESSAGE) from exc
+    document: Any = decode_json_text(_decode_utf8(raw, "body"), "body")
     if read.format_name is not None or looks_like_harness_result(document):
         meta = _metadata(query)
         parsed = from_harness(document, read.harness, read.format_name)
@@ -260,6 +292,14 @@ async def create_calibration(
             "from the content.",
         ),
     ] = None,
+    split_by_backend: Annotated[
+        bool,
+        Query(
+            description="Store one profile per backend the runs name (kernel measurements go "
+            'to each), all or none; the 201 body is then {"items": [profile, ...]}. Without '
+            "it an upload whose runs name several backends is a 422.",
+        ),
+    ] = False,
     idempotency_key: IdempotencyKey = None,
     api_key: ApiKeyHeader = None,
 ) -> Response:
@@ -281,9 +321,10 @@ async def create_calibration(
     except _Unsupported as exc:
         return problem(415, "Unsupported Media Type", str(exc), "unsupported-media-type")
     limits = FitLimits(MAX_MEASUREMENTS_PER_CALIBRATION, settings.fit_time_budget_s)
+    create = service.create_per_backend if split_by_backend else service.create
     try:
         outcome = await run_in_threadpool(
-            service.create,
+            create,
             upload,
             limits,
             owner=_owner(api_key),
@@ -297,7 +338,9 @@ async def create_calibration(
             "fit-time-budget-exceeded",
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
-    headers = {"Location": f"/v1/calibrations/{outcome.body['id']}"}
+    headers = {}
+    if "id" in outcome.body:
+        headers["Location"] = f"/v1/calibrations/{outcome.body['id']}"
     if outcome.replayed:
         headers["Idempotent-Replayed"] = "true"
     return JSONResponse(outcome.body, status_code=outcome.status_code, headers=headers)

@@ -15,8 +15,10 @@ Measurement = Annotated[
     dict[str, Any],
     Field(
         description="One measurement: `kind` is gemm, attention, collective, static or serving; "
-        "the other fields are those of its kind (docs/api.md, Calibration). Unknown fields are "
-        "ignored with a warning."
+        "the other fields are those of its kind (docs/api.md, Calibration). A serving measurement "
+        "may give `load_pattern` (closed_loop, the default; open_loop with `request_rate_per_s` "
+        "and optional `arrival_process`/`burstiness`; offline). Unknown fields are ignored "
+        "with a warning."
     ),
 ]
 
@@ -42,8 +44,9 @@ class CalibrationUploadForm(BaseModel):
     """Body of POST /v1/calibrations as multipart/form-data."""
 
     file: bytes = Field(
-        description="A benchmark CSV (columns of the H100 tables, Argonne or static runs) or a "
-        "`vllm bench serve --save-result` JSON file; the format is detected from the content."
+        description="A benchmark CSV (columns of the H100 tables, Argonne or static runs) or the "
+        "result file of vllm bench serve, SGLang bench_serving, genai-perf, trtllm-bench or "
+        "guidellm; the format is detected from the content (docs/measurement-formats.md)."
     )
     accelerator: Slug
     name: Name | None = None
@@ -89,7 +92,10 @@ class CalibrationProfileOut(BaseModel):
     name: str
     version: int = Field(description="1, 2, ... per (accelerator, backend, name).")
     created_at: str
-    format: str = Field(description="Upload format: json, vllm_bench_json or a CSV format.")
+    format: str = Field(
+        description="Upload format: json, a harness format (vllm_bench_json, "
+        "sglang_bench_serving, genai_perf, trtllm_bench, guidellm) or a CSV format."
+    )
     n_measurements: int
     parameters: dict[str, float] = Field(
         description="Fitted efficiencies (fractions) and overheads, each named with its unit."

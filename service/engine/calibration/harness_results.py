@@ -79,18 +79,16 @@ class _Doc:
             value = value[part]
         return value
 
-    def sub(self, key: str, *, required: bool = True) -> _Doc | None:
+    def sub(self, key: str) -> _Doc:
+        """The object at ``key`` (MeasurementError if missing or not an object)."""
         value = self.get(key)
-        if value is None and not required:
-            return None
         if not isinstance(value, Mapping):
             raise self.error(key, "is missing" if value is None else "must be an object")
         return _Doc(value, self.row, f"{self.path(key)}.")
 
-    def need_sub(self, key: str) -> _Doc:
-        doc = self.sub(key)
-        assert doc is not None
-        return doc
+    def optional_sub(self, key: str) -> _Doc | None:
+        """The object at ``key``, or None when absent."""
+        return None if self.get(key) is None else self.sub(key)
 
     def number(self, key: str) -> float:
         value = self.optional_number(key)
@@ -223,7 +221,7 @@ _GENAI_BACKENDS: Mapping[str, str] = {"tensorrtllm": "trtllm", "vllm": "vllm"}
 
 def _stat_ms(doc: _Doc, metric: str, stat: str = "avg") -> float:
     """A genai-perf time statistic in ms, converted from the unit it is labelled with."""
-    block = doc.need_sub(metric)
+    block = doc.sub(metric)
     unit = block.text("unit") or "ms"
     if unit not in _MS_PER_UNIT:
         raise block.error("unit", f"unknown time unit {unit!r} (expected one of ns, us, ms, s)")
@@ -235,8 +233,8 @@ def parse_genai_perf(
 ) -> list[Measurement]:
     """One ``profile_export_genai_perf.json`` (statistics + ``input_config``) → one measurement."""
     doc = _Doc(record, row)
-    config = doc.need_sub("input_config")
-    stimulus = config.sub("perf_analyzer.stimulus", required=False)
+    config = doc.sub("input_config")
+    stimulus = config.optional_sub("perf_analyzer.stimulus")
     concurrency = config.optional_number("concurrency")
     rate = config.optional_number("request_rate")
     if stimulus is not None:  # newer genai-perf nests the load under perf_analyzer.stimulus
@@ -293,12 +291,16 @@ def _trtllm_precision(engine: _Doc) -> tuple[str, str | None, str | None]:
     if not quant or quant == "NONE":
         dtype = engine.text("dtype") or "bfloat16"
         return normalize_dtype(dtype, row=engine.row, field=engine.path("dtype")), None, kv
+    # TensorRT-LLM QuantAlgo names: FP8* (W8A8 fp8), NVFP4 (W4A4 fp4), W4A16*/W4A8* (int4
+    # weights), W8A16* (int8 weights), W8A8_SQ* (SmoothQuant, int8 weights and activations)
     if "FP8" in quant:
         return "fp8", "fp8", kv
     if "FP4" in quant:
-        return "fp4", None, kv
+        return "fp4", "fp4", kv
     if quant.startswith(("W4", "INT4")):
         return "int4", None, kv
+    if quant.startswith("W8A8"):
+        return "int8", "int8", kv
     if quant.startswith(("W8", "INT8")):
         return "int8", None, kv
     raise engine.error("quantization", f"unknown quantization {quant!r}")
@@ -313,10 +315,10 @@ def parse_trtllm_bench(
     read as offline (trtllm-bench's default releases every request at once).
     """
     doc = _Doc(record, row)
-    engine = doc.need_sub("engine")
-    world = doc.need_sub("world_info")
-    requests = doc.need_sub("request_info")
-    streaming = doc.sub("streaming_metrics", required=False)
+    engine = doc.sub("engine")
+    world = doc.sub("world_info")
+    requests = doc.sub("request_info")
+    streaming = doc.optional_sub("streaming_metrics")
     if streaming is None:
         raise doc.error("streaming_metrics", "is missing (run trtllm-bench with --streaming)")
     num_requests = requests.positive("num_requests")
@@ -358,7 +360,7 @@ def parse_trtllm_bench(
 
 
 def _guidellm_load(bench: _Doc, metrics: _Doc) -> LoadPattern:
-    strategy = bench.sub("config.strategy", required=False) or bench.need_sub("args.strategy")
+    strategy = bench.optional_sub("config.strategy") or bench.sub("args.strategy")
     kind = strategy.text("type_")
     limit = strategy.optional_number("max_concurrency")
     if kind == "synchronous":
@@ -413,7 +415,7 @@ def parse_guidellm(
         if not isinstance(item, Mapping):
             raise report.error(f"benchmarks.{index}", "must be an object")
         bench = _Doc(item, row + index, f"benchmarks.{index}.")
-        metrics = bench.need_sub("metrics")
+        metrics = bench.sub("metrics")
         model = bench.text("config.backend.model") or _model(
             report, ("args.model",), options, "the report"
         )
