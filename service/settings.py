@@ -30,8 +30,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Calibration uploads carry up to MAX_MEASUREMENTS_PER_CALIBRATION rows (~150 B each as JSON).
     max_calibration_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
-    # Per-client token buckets (per worker process); generous so only abuse is refused.
+    # Per-client token buckets, shared by all workers and replicas through the database
+    # (``rate_limit_shared``; synced every ``rate_limit_sync_s``, see service/api/ratelimit.py);
+    # generous so only abuse is refused.
     rate_limit_enabled: bool = True
+    rate_limit_shared: bool = True
+    rate_limit_sync_s: float = Field(default=0.5, gt=0)
+    # Comma-separated addresses or CIDR networks of reverse proxies whose X-Forwarded-For is
+    # believed (empty: none; the connection's peer address identifies the client).
+    trusted_proxies: str = ""
     rate_limit_estimates_per_s: float = Field(default=200.0, gt=0)
     rate_limit_estimates_burst: int = Field(default=400, ge=1)
     rate_limit_calibrations_per_s: float = Field(default=1.0, gt=0)

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from service.api.deps import require_write
+from service.api.keys import parse_networks
 from service.api.problems import PROBLEM_MEDIA_TYPE
 from service.api.ratelimit import RateLimitMiddleware, RateRule
 from service.settings import Settings
@@ -200,5 +201,10 @@ def install_limits(app: FastAPI, settings: Settings) -> None:
     """Add the rate-limit middleware and declare the limit and auth problems in the document."""
     rules = rate_rules(settings)
     if rules:
-        app.add_middleware(RateLimitMiddleware, rules=rules)
+        app.add_middleware(
+            RateLimitMiddleware,
+            rules=rules,
+            trusted_proxies=parse_networks(settings.trusted_proxies),
+            sync_s=settings.rate_limit_sync_s if settings.rate_limit_shared else None,
+        )
     document_problems(app, {op for rule in rules for op in rule.operations})

@@ -24,10 +24,14 @@ import threading
 from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
 APP = "service.api.app:create_app"
+# uvicorn would otherwise trust X-Forwarded-For from 127.0.0.1 and rewrite the client address;
+# the app decides which proxies to believe (``trusted_proxies``, service/api/keys.py).
+UVICORN_OPTIONS: dict[str, Any] = {"proxy_headers": False}
 LISTEN_BACKLOG = 2048  # uvicorn's default
 RESTART_PAUSE_S = 1.0  # between restarts of a crashing worker, so a broken start cannot spin
 POLL_S = 0.5
@@ -70,6 +74,7 @@ class WorkerConfig:
             port=self.port,
             access_log=False,
             log_level=self.log_level,
+            **UVICORN_OPTIONS,
         )
 
 
