@@ -55,6 +55,18 @@ class Settings(BaseSettings):
     # Start-up waits for an unreachable database: delays double from the first to the max.
     db_connect_first_delay_s: float = Field(default=0.5, gt=0)
     db_connect_max_delay_s: float = Field(default=10.0, gt=0)
+    # Work budgets per request (service/api/budgets.py): points of an estimate batch (items x
+    # batch sizes), points of a plan (candidates x concurrency levels), bytes of an answer.
+    max_estimate_points: int = Field(default=8_192, ge=1_024)
+    max_plan_points: int = Field(default=65_536, ge=1)
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    # Heavy requests (batches, big sweeps, plans, charts) running at once per worker process,
+    # and how many more may wait; beyond that 503 + Retry-After (service/api/heavy.py).
+    heavy_workers: int = Field(default=1, ge=1)
+    heavy_queue: int = Field(default=8, ge=0)
+    # Per-client quota on heavy requests (on top of the estimates bucket).
+    rate_limit_heavy_per_s: float = Field(default=2.0, gt=0)
+    rate_limit_heavy_burst: int = Field(default=8, ge=1)
     # Wall-clock budget of one calibration fit (applied by the calibration service).
     fit_time_budget_s: float = Field(default=20.0, gt=0)
     log_level: str = "INFO"

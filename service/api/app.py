@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from service.api.heavy import HeavyWork
 from service.api.limits import install_limits
 from service.api.logs import configure_logging
 from service.api.metrics import RequestMetrics
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.startup = startup
+    app.state.heavy = HeavyWork(settings.heavy_workers, settings.heavy_queue)
     app.state.metrics = metrics
     install_problem_handlers(app)
     app.include_router(health.router)

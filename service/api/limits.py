@@ -32,6 +32,16 @@ ESTIMATE_OPERATIONS = frozenset(
     }
 )
 CALIBRATION_OPERATIONS = frozenset({("POST", "/v1/calibrations")})
+# Operations that run in the heavy-work slots (service/api/heavy.py): a quota of their own.
+HEAVY_OPERATIONS = frozenset(
+    {
+        ("POST", "/v1/estimates/batch"),
+        ("POST", "/v1/plans"),
+        ("GET", "/v1/charts/roofline"),
+        ("GET", "/v1/charts/sweep"),
+        ("GET", "/v1/charts/frontier"),
+    }
+)
 
 PROBLEM_SCHEMA_NAME = "Problem"
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -66,6 +76,7 @@ PROBLEM_DESCRIPTIONS: dict[int, str] = {
     413: "The request body exceeds the configured size limit.",
     422: "Invalid request; `errors` names each offending field.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
+    503: "Overloaded or the database is unreachable; retry after `Retry-After` seconds.",
 }
 _RETRY_AFTER_HEADER = {
     "Retry-After": {
@@ -81,7 +92,7 @@ def problem_response(status: int) -> dict[str, Any]:
         "description": PROBLEM_DESCRIPTIONS.get(status, "Problem."),
         "content": {PROBLEM_MEDIA_TYPE: {"schema": _PROBLEM_REF}},
     }
-    if status == 429:
+    if status in (429, 503):
         response["headers"] = _RETRY_AFTER_HEADER
     return response
 
@@ -187,6 +198,12 @@ def rate_rules(settings: Settings) -> tuple[RateRule, ...]:
             ESTIMATE_OPERATIONS,
             settings.rate_limit_estimates_per_s,
             settings.rate_limit_estimates_burst,
+        ),
+        RateRule(
+            "heavy",
+            HEAVY_OPERATIONS,
+            settings.rate_limit_heavy_per_s,
+            settings.rate_limit_heavy_burst,
         ),
         RateRule(
             "calibrations",

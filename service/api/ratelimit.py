@@ -215,7 +215,10 @@ class RateLimitMiddleware:
         self.trusted_proxies = trusted_proxies
         self.verifier = verifier or KeyVerifier()
         self.shared = SharedBuckets(self.buckets, sync_s) if sync_s is not None else None
-        self._rules = {op: rule for rule in rules for op in rule.operations}
+        self._rules: dict[tuple[str, str], list[RateRule]] = {}
+        for rule in rules:
+            for op in rule.operations:
+                self._rules.setdefault(op, []).append(rule)
 
     async def _client(self, scope: Scope) -> str:
         """Return the caller's bucket name: its verified key, else its address."""
@@ -243,13 +246,20 @@ class RateLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            rule = self._rules.get((scope["method"], scope["path"].rstrip("/") or "/"))
-            if rule is not None:
-                wait_s = self.buckets.take(rule, await self._client(scope))
+            rules = self._rules.get((scope["method"], scope["path"].rstrip("/") or "/"))
+            if rules is not None:
+                client = await self._client(scope)
+                refused: RateRule | None = None
+                wait_s = 0.0
+                for rule in rules:  # every bucket of the operation must hold a token
+                    wait_s = self.buckets.take(rule, client)
+                    if wait_s > 0:
+                        refused = rule
+                        break
                 if self.shared is not None and self.shared.due():
                     self.shared.start(scope["app"].state.engine)
-                if wait_s > 0:
-                    headers, body = _too_many(rule, max(1, math.ceil(wait_s)))
+                if refused is not None:
+                    headers, body = _too_many(refused, max(1, math.ceil(wait_s)))
                     await send({"type": "http.response.start", "status": 429, "headers": headers})
                     await send({"type": "http.response.body", "body": body})
                     return

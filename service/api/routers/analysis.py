@@ -19,7 +19,9 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import ReadAccess, SessionDep
+from service.api.budgets import check_estimate_points, check_response_bytes, estimate_points
+from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.heavy import HeavyAccess, HeavyWork
 from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, field_name
 from service.api.schemas.analysis import (
     AnalysisRequest,
@@ -47,6 +49,7 @@ from service.services.estimates import (
     EstimateSpec,
     IntensitySpec,
 )
+from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["analysis"])
 
@@ -54,6 +57,10 @@ CSV_MEDIA_TYPE = "text/csv"
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemOut, "description": "Unknown model, accelerator or calibration."},
     422: {"model": ProblemOut, "description": "Invalid request; `errors` names the fields."},
+    503: {
+        "model": ProblemOut,
+        "description": "Heavy-work queue full or database unreachable; see Retry-After.",
+    },
 }
 _LAYOUT_FIELD = re.compile(r"^(tp|pp|ep)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
@@ -278,7 +285,9 @@ async def post_estimates(
     try:
         analysis = await loaded_analysis(request, spec.target)
         if len(spec.batch_sizes) > INLINE_POINTS:
-            answer = await run_in_threadpool(analysis.estimate, spec)
+            heavy: HeavyWork = request.app.state.heavy
+            async with heavy.slot():
+                answer = await run_in_threadpool(analysis.estimate, spec)
         else:
             answer = analysis.estimate(spec)
     except (NotFoundError, FieldError, EngineError) as exc:
@@ -288,14 +297,27 @@ async def post_estimates(
     return FastJSONResponse(answer)
 
 
+def json_within_budget(content: Any, settings: Settings) -> Response:
+    """Encode ``content`` with orjson; a 422 problem when it exceeds the response budget."""
+    encoded = orjson.dumps(content)
+    check_response_bytes(len(encoded), settings.max_response_bytes)
+    return Response(encoded, media_type="application/json")
+
+
 @router.post(
     "/estimates/batch",
     response_model=EstimateBatchResponse,
-    responses={422: ERROR_RESPONSES[422]},
-    dependencies=[ReadAccess],
+    responses={422: ERROR_RESPONSES[422], 503: ERROR_RESPONSES[503]},
+    dependencies=[ReadAccess, HeavyAccess],
 )
-def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> Response:
-    """Estimate up to 256 requests; each item is an estimate or a problem object of its own."""
+def post_estimates_batch(
+    body: EstimateBatchRequest, analysis: AnalysisDep, settings: SettingsDep
+) -> Response:
+    """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
+
+    The items' batch sizes together may not exceed the work budget (``max_estimate_points``).
+    """
+    check_estimate_points(estimate_points(body.items), settings.max_estimate_points)
     results: list[dict[str, Any] | None] = [None] * len(body.items)
     specs: list[EstimateSpec] = []
     positions: list[int] = []
@@ -309,4 +331,4 @@ def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> R
         positions.append(index)
     for index, answer in zip(positions, analysis.estimate_many(specs), strict=True):
         results[index] = error_problem(answer) if isinstance(answer, Exception) else answer
-    return FastJSONResponse({"items": results})
+    return json_within_budget({"items": results}, settings)

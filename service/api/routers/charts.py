@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from service.api.deps import ReadAccess, SessionDep
+from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.heavy import HeavyAccess
 from service.api.routers.planning import get_planning, plan_spec
 from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
 from service.api.schemas.common import Dtype
@@ -49,6 +50,7 @@ CHART_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The chart as SVG, PNG or a Vega-Lite specification.",
     },
     404: {"description": "Unknown model or accelerator (problem+json)."},
+    503: {"description": "Heavy-work queue full; retry after Retry-After (problem+json)."},
     422: {"description": "Invalid query parameter (problem+json naming it)."},
 }
 
@@ -129,7 +131,7 @@ def _target(
     )
 
 
-@router.get("/roofline", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+@router.get("/roofline", responses=CHART_RESPONSES, dependencies=[ReadAccess, HeavyAccess])
 def roofline(
     analysis: AnalysisDep,
     accelerator: Slug,
@@ -171,7 +173,7 @@ def roofline(
     return chart_response(to_spec(roofline_chart(data)), fmt)
 
 
-@router.get("/sweep", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+@router.get("/sweep", responses=CHART_RESPONSES, dependencies=[ReadAccess, HeavyAccess])
 def sweep(
     analysis: AnalysisDep,
     accelerator: Slug,
@@ -225,9 +227,10 @@ def _precision_list(raw: str) -> list[dict[str, str]]:
     return items
 
 
-@router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+@router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess, HeavyAccess])
 def frontier(
     planning: PlanningDep,
+    settings: SettingsDep,
     models: Annotated[str, Query(max_length=400, description="Comma-separated model ids.")],
     accelerators: Annotated[
         str | None, Query(max_length=2000, description="Comma-separated; default: the catalog.")
@@ -280,7 +283,7 @@ def frontier(
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from exc
     try:
-        data = frontier_data(planning, plan_spec(request))
+        data = frontier_data(planning, plan_spec(request, settings.max_plan_points))
     except EngineError as exc:
         raise _engine_field_error(exc) from exc
     return chart_response(to_spec(frontier_chart(data)), fmt)

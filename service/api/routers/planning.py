@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Response
 
-from service.api.deps import ReadAccess, SessionDep
-from service.api.routers.analysis import ERROR_RESPONSES
+from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.heavy import HeavyAccess
+from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
 from service.engine.precision import Precision
 from service.services.planning import PlanningService, PlanSpec, list_workloads
@@ -24,8 +24,8 @@ def get_planning(session: SessionDep) -> PlanningService:
 PlanningDep = Annotated[PlanningService, Depends(get_planning, scope="function")]
 
 
-def plan_spec(body: PlanRequest) -> PlanSpec:
-    """Translate the request body into the service's terms."""
+def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
+    """Translate the request body into the service's terms (``max_points``: the work budget)."""
     slo = body.slo
     given = slo.model_fields_set if slo is not None else set()
 
@@ -58,6 +58,7 @@ def plan_spec(body: PlanRequest) -> PlanSpec:
         backend=body.backend,
         calibration=body.calibration,
         concurrency_levels=body.concurrency_levels,
+        max_points=max_points,
     )
 
 
@@ -68,11 +69,16 @@ def get_workloads() -> dict[str, Any]:
 
 
 @router.post(
-    "/plans", response_model=PlanResponse, responses=ERROR_RESPONSES, dependencies=[ReadAccess]
+    "/plans",
+    response_model=PlanResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=[ReadAccess, HeavyAccess],
 )
-def post_plan(body: PlanRequest, planning: PlanningDep) -> JSONResponse:
+def post_plan(body: PlanRequest, planning: PlanningDep, settings: SettingsDep) -> Response:
     """Rank feasible deployments for a question, with the frontier and every rejection's reason.
 
-    An infeasible question answers 200 with no configuration and the reasons.
+    An infeasible question answers 200 with no configuration and the reasons. Candidates x
+    concurrency levels may not exceed the work budget (``max_plan_points``; 422 past it).
     """
-    return JSONResponse(planning.plan(plan_spec(body)))
+    answer = planning.plan(plan_spec(body, settings.max_plan_points))
+    return json_within_budget(answer, settings)
