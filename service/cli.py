@@ -58,10 +58,10 @@ def serve(
     from service.api.logs import configure_logging
     from service.api.problems import database_unavailable
     from service.api.workers import (
-        UVICORN_OPTIONS,
         Supervisor,
         WorkerConfig,
         reuse_port_supported,
+        uvicorn_options,
     )
     from service.services.bootstrap import prepare_database
 
@@ -93,7 +93,7 @@ def serve(
         workers=workers,
         access_log=False,
         log_level=settings.log_level.lower(),
-        **UVICORN_OPTIONS,
+        **uvicorn_options(settings),
     )
 
 

@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     # Start-up waits for an unreachable database: delays double from the first to the max.
     db_connect_first_delay_s: float = Field(default=0.5, gt=0)
     db_connect_max_delay_s: float = Field(default=10.0, gt=0)
+    # Slow clients: idle keep-alive connections close after ``keep_alive_timeout_s``; a request
+    # must send its headers within ``header_timeout_s`` and each body chunk within
+    # ``body_read_timeout_s`` (408 past it); uvicorn answers 503 beyond ``max_connections``
+    # open connections per worker.
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_read_timeout_s: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=2048, ge=1)
     # Work budgets per request (service/api/budgets.py): points of an estimate batch (items x
     # batch sizes), points of a plan (candidates x concurrency levels), bytes of an answer.
     max_estimate_points: int = Field(default=8_192, ge=1_024)

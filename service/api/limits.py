@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from service.api.deps import require_write
-from service.api.keys import parse_networks
+from service.api.keys import KeyVerifier, parse_networks
 from service.api.problems import PROBLEM_MEDIA_TYPE
 from service.api.ratelimit import RateLimitMiddleware, RateRule
 from service.settings import Settings
@@ -214,7 +214,7 @@ def rate_rules(settings: Settings) -> tuple[RateRule, ...]:
     )
 
 
-def install_limits(app: FastAPI, settings: Settings) -> None:
+def install_limits(app: FastAPI, settings: Settings, verifier: KeyVerifier | None = None) -> None:
     """Add the rate-limit middleware and declare the limit and auth problems in the document."""
     rules = rate_rules(settings)
     if rules:
@@ -223,5 +223,6 @@ def install_limits(app: FastAPI, settings: Settings) -> None:
             rules=rules,
             trusted_proxies=parse_networks(settings.trusted_proxies),
             sync_s=settings.rate_limit_sync_s if settings.rate_limit_shared else None,
+            verifier=verifier,
         )
     document_problems(app, {op for rule in rules for op in rule.operations})
