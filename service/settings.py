@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     # Heavy requests (batches, big sweeps, plans, charts) running at once per worker process,
     # and how many more may wait; beyond that 503 + Retry-After (service/api/heavy.py).
     heavy_workers: int = Field(default=1, ge=1)
+    # Child processes per worker that run the admitted heavy work (0: a thread of the worker;
+    # then heavy CPU work competes for the worker's GIL with cheap requests).
+    heavy_processes: int = Field(default=1, ge=0)
     heavy_queue: int = Field(default=8, ge=0)
     # Per-client quota on heavy requests (on top of the estimates bucket).
     rate_limit_heavy_per_s: float = Field(default=2.0, gt=0)

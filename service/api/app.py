@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if waiting is not None:
                 waiting.cancel()
+            app.state.heavy.close()
             app.state.reader.close()
             engine.dispose()
 
@@ -68,7 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.startup = startup
-    app.state.heavy = HeavyWork(settings.heavy_workers, settings.heavy_queue)
+    app.state.heavy = HeavyWork(
+        settings.heavy_workers, settings.heavy_queue, settings.heavy_processes
+    )
     app.state.metrics = metrics
     install_problem_handlers(app)
     app.include_router(health.router)

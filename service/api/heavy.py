@@ -11,7 +11,9 @@ What one heavy request may cost is capped separately by the work budgets (``budg
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, Request
@@ -32,13 +34,44 @@ class HeavyWorkFullError(ServiceError):
 
 
 class HeavyWork:
-    """A bounded admission gate: ``workers`` run at once, ``queue`` wait, the rest are refused."""
+    """A bounded admission gate: ``workers`` run at once, ``queue`` wait, the rest are refused.
 
-    def __init__(self, workers: int, queue: int) -> None:
+    With ``processes`` > 0 the admitted work runs in that many child processes (their own
+    interpreters, so their CPU time does not hold this process's GIL and cheap requests keep
+    their latency); with 0 it runs in a thread of this process.
+    """
+
+    def __init__(self, workers: int, queue: int, processes: int = 0) -> None:
         self.workers = workers
         self.queue = queue
+        self.processes = processes
         self._admitted = 0
         self._semaphore: asyncio.Semaphore | None = None
+        self._pool: ProcessPoolExecutor | None = None
+
+    def pool(self) -> ProcessPoolExecutor | None:
+        """Return the child-process pool (started on first use), or None when in-process."""
+        if self.processes <= 0:
+            return None
+        if self._pool is None:
+            # forkserver: children start from a clean interpreter, not a fork of a process
+            # whose other threads may hold locks.
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.processes, mp_context=multiprocessing.get_context("forkserver")
+            )
+        return self._pool
+
+    def discard_pool(self) -> None:
+        """Drop a broken pool (a child died); the next heavy request starts a new one."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the child processes."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
