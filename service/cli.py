@@ -57,7 +57,12 @@ def serve(
 
     from service.api.logs import configure_logging
     from service.api.problems import database_unavailable
-    from service.api.workers import Supervisor, WorkerConfig, reuse_port_supported
+    from service.api.workers import (
+        Supervisor,
+        WorkerConfig,
+        reuse_port_supported,
+        uvicorn_options,
+    )
     from service.services.bootstrap import prepare_database
 
     os.environ["RIDGELINE_WORKERS"] = str(workers)  # each worker's share of the pool budget
@@ -88,6 +93,7 @@ def serve(
         workers=workers,
         access_log=False,
         log_level=settings.log_level.lower(),
+        **uvicorn_options(settings),
     )
 
 

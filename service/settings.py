@@ -30,8 +30,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Calibration uploads carry up to MAX_MEASUREMENTS_PER_CALIBRATION rows (~150 B each as JSON).
     max_calibration_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
-    # Per-client token buckets (per worker process); generous so only abuse is refused.
+    # Per-client token buckets, shared by all workers and replicas through the database
+    # (``rate_limit_shared``; synced every ``rate_limit_sync_s``, see service/api/ratelimit.py);
+    # generous so only abuse is refused.
     rate_limit_enabled: bool = True
+    rate_limit_shared: bool = True
+    rate_limit_sync_s: float = Field(default=0.5, gt=0)
+    # Comma-separated addresses or CIDR networks of reverse proxies whose X-Forwarded-For is
+    # believed (empty: none; the connection's peer address identifies the client).
+    trusted_proxies: str = ""
     rate_limit_estimates_per_s: float = Field(default=200.0, gt=0)
     rate_limit_estimates_burst: int = Field(default=400, ge=1)
     rate_limit_calibrations_per_s: float = Field(default=1.0, gt=0)
@@ -48,6 +55,29 @@ class Settings(BaseSettings):
     # Start-up waits for an unreachable database: delays double from the first to the max.
     db_connect_first_delay_s: float = Field(default=0.5, gt=0)
     db_connect_max_delay_s: float = Field(default=10.0, gt=0)
+    # Slow clients: idle keep-alive connections close after ``keep_alive_timeout_s``; a request
+    # must send its headers within ``header_timeout_s`` and each body chunk within
+    # ``body_read_timeout_s`` (408 past it); uvicorn answers 503 beyond ``max_connections``
+    # open connections per worker.
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_read_timeout_s: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=2048, ge=1)
+    # Work budgets per request (service/api/budgets.py): points of an estimate batch (items x
+    # batch sizes), points of a plan (candidates x concurrency levels), bytes of an answer.
+    max_estimate_points: int = Field(default=8_192, ge=1_024)
+    max_plan_points: int = Field(default=65_536, ge=1)
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    # Heavy requests (batches, big sweeps, plans, charts) running at once per worker process,
+    # and how many more may wait; beyond that 503 + Retry-After (service/api/heavy.py).
+    heavy_workers: int = Field(default=1, ge=1)
+    # Child processes per worker that run the admitted heavy work (0: a thread of the worker;
+    # then heavy CPU work competes for the worker's GIL with cheap requests).
+    heavy_processes: int = Field(default=1, ge=0)
+    heavy_queue: int = Field(default=8, ge=0)
+    # Per-client quota on heavy requests (on top of the estimates bucket).
+    rate_limit_heavy_per_s: float = Field(default=2.0, gt=0)
+    rate_limit_heavy_burst: int = Field(default=8, ge=1)
     # Wall-clock budget of one calibration fit (applied by the calibration service).
     fit_time_budget_s: float = Field(default=20.0, gt=0)
     log_level: str = "INFO"

@@ -19,6 +19,9 @@ def make_test_settings(database_url: str, data_dir: Path, **overrides: object) -
         "api_key_pepper": TEST_PEPPER,
         "environment": "test",
         "log_level": "WARNING",
+        # Heavy work in a thread of the test process (tests monkeypatch services); the child
+        # process path is tested in tests/api/test_heavy_processes.py and by the live servers.
+        "heavy_processes": 0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

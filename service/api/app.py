@@ -8,6 +8,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from service.api.early_auth import EarlyAuth
+from service.api.heavy import HeavyWork
+from service.api.keys import KeyVerifier
 from service.api.limits import install_limits
 from service.api.logs import configure_logging
 from service.api.metrics import RequestMetrics
@@ -53,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if waiting is not None:
                 waiting.cancel()
+            app.state.heavy.close()
             app.state.reader.close()
             engine.dispose()
 
@@ -70,6 +74,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.startup = startup
+    app.state.heavy = HeavyWork(
+        settings.heavy_workers, settings.heavy_queue, settings.heavy_processes
+    )
     app.state.metrics = metrics
     install_problem_handlers(app)
     app.include_router(health.router)
@@ -82,13 +89,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_api_docs(app)
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
+    verifier = KeyVerifier()
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         prefix_limits={"/v1/calibrations": settings.max_calibration_body_bytes},
+        read_timeout_s=settings.body_read_timeout_s,
+        early_auth=EarlyAuth(verifier),
     )
     # Rate limits sit inside the request context (429s get request ids) and before the body.
-    install_limits(app, settings)
+    install_limits(app, settings, verifier)
     app.add_middleware(StartupGateMiddleware, state=startup)
     app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)
     return app

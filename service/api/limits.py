@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from service.api.deps import require_write
+from service.api.keys import KeyVerifier, parse_networks
 from service.api.problems import PROBLEM_MEDIA_TYPE
 from service.api.ratelimit import RateLimitMiddleware, RateRule
 from service.settings import Settings
@@ -31,6 +32,16 @@ ESTIMATE_OPERATIONS = frozenset(
     }
 )
 CALIBRATION_OPERATIONS = frozenset({("POST", "/v1/calibrations")})
+# Operations that run in the heavy-work slots (service/api/heavy.py): a quota of their own.
+HEAVY_OPERATIONS = frozenset(
+    {
+        ("POST", "/v1/estimates/batch"),
+        ("POST", "/v1/plans"),
+        ("GET", "/v1/charts/roofline"),
+        ("GET", "/v1/charts/sweep"),
+        ("GET", "/v1/charts/frontier"),
+    }
+)
 
 PROBLEM_SCHEMA_NAME = "Problem"
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -65,6 +76,7 @@ PROBLEM_DESCRIPTIONS: dict[int, str] = {
     413: "The request body exceeds the configured size limit.",
     422: "Invalid request; `errors` names each offending field.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
+    503: "Overloaded or the database is unreachable; retry after `Retry-After` seconds.",
 }
 _RETRY_AFTER_HEADER = {
     "Retry-After": {
@@ -80,7 +92,7 @@ def problem_response(status: int) -> dict[str, Any]:
         "description": PROBLEM_DESCRIPTIONS.get(status, "Problem."),
         "content": {PROBLEM_MEDIA_TYPE: {"schema": _PROBLEM_REF}},
     }
-    if status == 429:
+    if status in (429, 503):
         response["headers"] = _RETRY_AFTER_HEADER
     return response
 
@@ -188,6 +200,12 @@ def rate_rules(settings: Settings) -> tuple[RateRule, ...]:
             settings.rate_limit_estimates_burst,
         ),
         RateRule(
+            "heavy",
+            HEAVY_OPERATIONS,
+            settings.rate_limit_heavy_per_s,
+            settings.rate_limit_heavy_burst,
+        ),
+        RateRule(
             "calibrations",
             CALIBRATION_OPERATIONS,
             settings.rate_limit_calibrations_per_s,
@@ -196,9 +214,15 @@ def rate_rules(settings: Settings) -> tuple[RateRule, ...]:
     )
 
 
-def install_limits(app: FastAPI, settings: Settings) -> None:
+def install_limits(app: FastAPI, settings: Settings, verifier: KeyVerifier | None = None) -> None:
     """Add the rate-limit middleware and declare the limit and auth problems in the document."""
     rules = rate_rules(settings)
     if rules:
-        app.add_middleware(RateLimitMiddleware, rules=rules)
+        app.add_middleware(
+            RateLimitMiddleware,
+            rules=rules,
+            trusted_proxies=parse_networks(settings.trusted_proxies),
+            sync_s=settings.rate_limit_sync_s if settings.rate_limit_shared else None,
+            verifier=verifier,
+        )
     document_problems(app, {op for rule in rules for op in rule.operations})

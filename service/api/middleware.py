@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -12,6 +13,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.early_auth import EarlyAuth
 from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_query_field
 from service.api.metrics import RequestMetrics
 from service.api.problems import (
@@ -88,11 +90,18 @@ class BodySizeLimitMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, max_bytes: int, prefix_limits: Mapping[str, int] | None = None
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        prefix_limits: Mapping[str, int] | None = None,
+        read_timeout_s: float | None = None,
+        early_auth: EarlyAuth | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.prefix_limits = dict(prefix_limits or {})
+        self.read_timeout_s = read_timeout_s
+        self.early_auth = early_auth
 
     def limit_for(self, path: str) -> int:
         """Return the body limit in bytes for a request path."""
@@ -112,6 +121,18 @@ class BodySizeLimitMiddleware:
         if query_field is not None:
             await _send_invalid(send, query_field, NUL_MESSAGE)
             return
+        if self.early_auth is not None and self.early_auth.is_write(scope):
+            refusal = await self.early_auth.refusal(scope)
+            if refusal is not None:
+                await send_problem(
+                    send,
+                    401,
+                    "Unauthorized",
+                    refusal,
+                    "unauthorized",
+                    headers=[(b"www-authenticate", b"ApiKey"), (b"connection", b"close")],
+                )
+                return
         max_bytes = self.limit_for(scope["path"])
         detail = f"request body exceeds the limit of {max_bytes} bytes"
         for name, value in scope["headers"]:
@@ -122,7 +143,18 @@ class BodySizeLimitMiddleware:
         messages: list[Message] = []
         received = 0
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.read_timeout_s)
+            except TimeoutError:
+                await send_problem(
+                    send,
+                    408,
+                    "Request Timeout",
+                    f"no part of the request body arrived for {self.read_timeout_s:g} s",
+                    "request-timeout",
+                    headers=[(b"connection", b"close")],
+                )
+                return
             messages.append(message)
             if message["type"] != "http.request":
                 break

@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from service.api.heavy import HEAVY_RETRY_AFTER_S, HeavyWorkFullError
 from service.api.input_guard import NESTING_MESSAGE
 from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.services.errors import (
@@ -181,8 +182,19 @@ async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _heavy_full(_: Request, exc: Exception) -> JSONResponse:
+    return problem(
+        503,
+        "Service Unavailable",
+        str(exc),
+        "heavy-work-queue-full",
+        headers={"Retry-After": str(HEAVY_RETRY_AFTER_S)},
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Register every exception-to-problem mapping on ``app``."""
+    app.add_exception_handler(HeavyWorkFullError, _heavy_full)
     app.add_exception_handler(PoolTimeoutError, _database_busy)
     app.add_exception_handler(OperationalError, _database_busy)
     app.add_exception_handler(InterfaceError, _database_busy)

@@ -1,24 +1,42 @@
 """Per-client token buckets: 429 problem+json with Retry-After once a client's bucket is empty.
 
-A client is its API key (hashed) when it sends one, else its IP address. Buckets live in each
-worker process, so with N workers a client can get up to N times the configured rate.
+A client is its API key once the key is verified (``keys.KeyVerifier``); requests without a
+key, or with a key that is not valid, share the bucket of their address (``keys.client_address``:
+``X-Forwarded-For`` counts only from trusted proxies). Sending made-up keys or forged
+forwarding headers therefore buys no extra requests.
+
+Buckets are shared by every worker process and replica through the database
+(``rate_limit_buckets``), without a database round trip per request: each process spends from
+a local copy of each bucket and, at most every ``sync_s`` seconds, adds what it spent to the
+shared bucket in one atomic statement per bucket and takes the shared balance as its new local
+balance. Bound: between two syncs each of P processes may spend what it last saw plus the
+refill, so a client can exceed its limit by at most (P - 1) x (burst + rate x sync_s) requests
+in the first interval after it starts; after that the shared balance (debts included) governs
+every process, and the long-run rate is the configured one.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import json
+import logging
 import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.api.keys import KeyVerifier, Network, api_key_header, client_address
 from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
+from service.db import rate_limit_repository
 
 MAX_TRACKED_CLIENTS = 10_000
+IDLE_BUCKET_S = 3600.0  # shared buckets untouched this long are deleted (they would be full)
+logger = logging.getLogger("ridgeline.ratelimit")
 
 
 @dataclass(frozen=True)
@@ -33,10 +51,11 @@ class RateRule:
 
 @dataclass
 class Bucket:
-    """Tokens left and when they were last refilled (monotonic seconds)."""
+    """Tokens left and when they were last refilled (monotonic seconds); spent since sync."""
 
     tokens: float
     updated_s: float
+    spent: float = 0.0
 
 
 class TokenBuckets:
@@ -50,13 +69,14 @@ class TokenBuckets:
         self._clock = clock
         self._max_clients = max_clients
         self._buckets: OrderedDict[tuple[str, str], Bucket] = OrderedDict()
+        self.rules: dict[str, RateRule] = {}
 
-    def take(self, rule: RateRule, client: str) -> float:
-        """Spend one token; return 0 if allowed, else the seconds until one is available."""
+    def _bucket(self, rule: RateRule, client: str) -> Bucket:
         now = self._clock()
         key = (rule.name, client)
         bucket = self._buckets.get(key)
         if bucket is None:
+            self.rules[rule.name] = rule
             bucket = Bucket(tokens=float(rule.burst), updated_s=now)
             self._buckets[key] = bucket
             if len(self._buckets) > self._max_clients:
@@ -66,19 +86,98 @@ class TokenBuckets:
             elapsed = max(0.0, now - bucket.updated_s)
             bucket.tokens = min(float(rule.burst), bucket.tokens + elapsed * rule.per_second)
             bucket.updated_s = now
+        return bucket
+
+    def take(self, rule: RateRule, client: str) -> float:
+        """Spend one token; return 0 if allowed, else the seconds until one is available."""
+        bucket = self._bucket(rule, client)
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
+            bucket.spent += 1.0
             return 0.0
         return (1.0 - bucket.tokens) / rule.per_second
 
+    def drain_spent(self) -> dict[tuple[str, str], float]:
+        """Return and reset what each bucket spent since the last drain (non-zero only)."""
+        spent = {
+            key: b.spent
+            for key, b in self._buckets.items()
+            if b.spent > 0 and key[0] != KEY_LOOKUPS.name
+        }
+        for key in spent:
+            self._buckets[key].spent = 0.0
+        return spent
 
-def client_identity(scope: Scope) -> str:
-    """Return the caller's identity: a hash of its API key, else its IP address."""
-    for name, value in scope["headers"]:
-        if name == b"x-api-key" and value:
-            return "key:" + hashlib.sha256(value).hexdigest()[:32]
-    client = scope.get("client")
-    return "ip:" + (client[0] if client else "unknown")
+    def restore_spent(self, spent: dict[tuple[str, str], float]) -> None:
+        """Put back spending a failed sync could not record (it is sent with the next one)."""
+        for key, amount in spent.items():
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket.spent += amount
+
+    def adopt(self, key: tuple[str, str], shared_tokens: float) -> None:
+        """Take the shared balance as this bucket's, less what was spent during the sync."""
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = shared_tokens - bucket.spent
+            bucket.updated_s = self._clock()
+
+
+# Database lookups of API keys not verified lately, per client address (not shared).
+KEY_LOOKUPS = RateRule("key-lookups", frozenset(), per_second=5.0, burst=20)
+
+
+def _shared_name(key: tuple[str, str]) -> str:
+    return f"{key[0]}|{key[1]}"[:200]
+
+
+class SharedBuckets:
+    """Periodic exchange of local spending with the database's shared buckets."""
+
+    def __init__(
+        self, buckets: TokenBuckets, sync_s: float, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.buckets = buckets
+        self.sync_s = sync_s
+        self._clock = clock
+        self._last_s = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def due(self) -> bool:
+        return self._task is None and self._clock() - self._last_s >= self.sync_s
+
+    def start(self, engine: Engine) -> None:
+        """Start a sync in the background (one at a time)."""
+        self._last_s = self._clock()
+        self._task = asyncio.get_running_loop().create_task(self._run(engine))
+
+    async def _run(self, engine: Engine) -> None:
+        spent = self.buckets.drain_spent()
+        try:
+            if spent:
+                balances = await run_in_threadpool(self.sync, engine, spent)
+                for key, tokens in balances.items():
+                    self.buckets.adopt(key, tokens)
+        except Exception as exc:  # the limiter must not fail requests: keep local buckets
+            self.buckets.restore_spent(spent)
+            logger.warning("rate-limit sync failed: %s", type(exc).__name__)
+        finally:
+            self._task = None
+
+    def sync(
+        self, engine: Engine, spent: dict[tuple[str, str], float]
+    ) -> dict[tuple[str, str], float]:
+        """Record ``spent`` in the shared buckets; return each bucket's shared balance."""
+        now_s = self._clock()
+        rules = self.buckets.rules
+        wanted = {
+            _shared_name(key): (amount, rules[key[0]].per_second, float(rules[key[0]].burst))
+            for key, amount in spent.items()
+        }
+        with engine.begin() as connection:
+            balances = rate_limit_repository.spend_all(connection, wanted, now_s)
+            rate_limit_repository.forget_idle(connection, now_s - IDLE_BUCKET_S)
+        return {key: balances[_shared_name(key)] for key in spent}
 
 
 def _too_many(rule: RateRule, retry_after_s: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -103,19 +202,64 @@ class RateLimitMiddleware:
     """Answer 429 with Retry-After when the caller's bucket for this operation is empty."""
 
     def __init__(
-        self, app: ASGIApp, rules: tuple[RateRule, ...], buckets: TokenBuckets | None = None
+        self,
+        app: ASGIApp,
+        rules: tuple[RateRule, ...],
+        buckets: TokenBuckets | None = None,
+        trusted_proxies: tuple[Network, ...] = (),
+        sync_s: float | None = None,
+        verifier: KeyVerifier | None = None,
     ) -> None:
         self.app = app
         self.buckets = buckets or TokenBuckets()
-        self._rules = {op: rule for rule in rules for op in rule.operations}
+        self.trusted_proxies = trusted_proxies
+        self.verifier = verifier or KeyVerifier()
+        self.shared = SharedBuckets(self.buckets, sync_s) if sync_s is not None else None
+        self._rules: dict[tuple[str, str], list[RateRule]] = {}
+        for rule in rules:
+            for op in rule.operations:
+                self._rules.setdefault(op, []).append(rule)
+
+    async def _client(self, scope: Scope) -> str:
+        """Return the caller's bucket name: its verified key, else its address."""
+        anonymous = "ip:" + client_address(scope, self.trusted_proxies)
+        key = api_key_header(scope)
+        if key is None:
+            return anonymous
+        known, prefix = self.verifier.cached(key)
+        if not known:
+            # Keys not seen lately are looked up at a bounded rate per address, so made-up
+            # keys cannot buy unbounded database lookups; past it they count as anonymous.
+            if self.buckets.take(KEY_LOOKUPS, anonymous) > 0:
+                return anonymous
+            state = scope["app"].state
+            try:
+                prefix = await run_in_threadpool(
+                    self.verifier.verify,
+                    state.session_factory,
+                    state.settings.api_key_pepper,
+                    key,
+                )
+            except Exception:  # database trouble: the route answers it; count the address
+                return anonymous
+        return "key:" + prefix if prefix else anonymous
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            rule = self._rules.get((scope["method"], scope["path"].rstrip("/") or "/"))
-            if rule is not None:
-                wait_s = self.buckets.take(rule, client_identity(scope))
-                if wait_s > 0:
-                    headers, body = _too_many(rule, max(1, math.ceil(wait_s)))
+            rules = self._rules.get((scope["method"], scope["path"].rstrip("/") or "/"))
+            if rules is not None:
+                client = await self._client(scope)
+                refused: RateRule | None = None
+                wait_s = 0.0
+                for rule in rules:  # every bucket of the operation must hold a token
+                    wait_s = self.buckets.take(rule, client)
+                    if wait_s > 0:
+                        refused = rule
+                        break
+                if self.shared is not None and self.shared.due():
+                    self.shared.start(scope["app"].state.engine)
+                if refused is not None:
+                    headers, body = _too_many(refused, max(1, math.ceil(wait_s)))
                     await send({"type": "http.response.start", "status": 429, "headers": headers})
                     await send({"type": "http.response.body", "body": body})
                     return

@@ -24,10 +24,28 @@ import threading
 from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
+from service.settings import Settings, get_settings
+
 APP = "service.api.app:create_app"
+# uvicorn would otherwise trust X-Forwarded-For from 127.0.0.1 and rewrite the client address;
+# the app decides which proxies to believe (``trusted_proxies``, service/api/keys.py).
+UVICORN_OPTIONS: dict[str, Any] = {"proxy_headers": False}
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn options every server process uses (both ``serve`` paths)."""
+    return {
+        **UVICORN_OPTIONS,
+        "http": "service.api.protocol:HeaderTimeoutH11Protocol",
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "limit_concurrency": settings.max_connections,
+    }
+
+
 LISTEN_BACKLOG = 2048  # uvicorn's default
 RESTART_PAUSE_S = 1.0  # between restarts of a crashing worker, so a broken start cannot spin
 POLL_S = 0.5
@@ -70,6 +88,7 @@ class WorkerConfig:
             port=self.port,
             access_log=False,
             log_level=self.log_level,
+            **uvicorn_options(get_settings()),
         )
 
 

@@ -126,6 +126,26 @@ class CalibrationProfileRow(Base):
     # Parameters, fit quality, intervals and warnings as the API returns them.
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Lookup prefix of the API key that uploaded it ("" for profiles older than revision 0005).
+    owner: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    # VISIBILITY_PRIVATE: only its owner's "auto" picks it; VISIBILITY_PUBLISHED: everyone's.
+    visibility: Mapped[str] = mapped_column(
+        String(16), default="private", server_default="published"
+    )
+
+
+VISIBILITY_PRIVATE = "private"
+VISIBILITY_PUBLISHED = "published"
+
+
+class RateLimitBucketRow(Base):
+    """A token bucket shared by every process: tokens left at ``updated_s`` (epoch seconds)."""
+
+    __tablename__ = "rate_limit_buckets"
+
+    bucket: Mapped[str] = mapped_column(String(200), primary_key=True)  # "rule|client"
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_s: Mapped[float] = mapped_column(Float, index=True)
 
 
 class CalibrationMeasurementRow(Base):

@@ -68,6 +68,8 @@ class PlanSpec:
     backend: str | None = None
     calibration: str = "auto"
     concurrency_levels: int = 64
+    # Work budget: candidates x concurrency levels one plan may evaluate (None: unbounded).
+    max_points: int | None = None
 
 
 def workload_to_dict(workload: Workload) -> dict[str, Any]:
@@ -279,6 +281,16 @@ class PlanningService:
         """Answer as a JSON-ready dict (no configuration is an answer, not an error)."""
         question, preset = self.question(spec)
         candidates, notes = self.candidates(spec)
+        points = len(candidates) * question.concurrency_levels
+        if spec.max_points is not None and points > spec.max_points:
+            raise FieldError(
+                "concurrency_levels",
+                f"this plan has {len(candidates)} candidates (models x accelerators x "
+                f"precisions x layouts) x {question.concurrency_levels} concurrency levels = "
+                f"{points} points; the work budget is {spec.max_points} points per plan: "
+                "name fewer models, accelerators or precisions per request, or lower "
+                "concurrency_levels",
+            )
         result = plan(candidates, question)
         return self._answer(question, preset, result, notes)
 

@@ -11,15 +11,20 @@ from __future__ import annotations
 import csv
 import io
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import ReadAccess, SessionDep
+from service.api.budgets import check_estimate_points, check_response_bytes, estimate_points
+from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.heavy import HeavyWork
+from service.api.heavy_calls import run_heavy
 from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, field_name
 from service.api.schemas.analysis import (
     AnalysisRequest,
@@ -54,6 +59,10 @@ CSV_MEDIA_TYPE = "text/csv"
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemOut, "description": "Unknown model, accelerator or calibration."},
     422: {"model": ProblemOut, "description": "Invalid request; `errors` names the fields."},
+    503: {
+        "model": ProblemOut,
+        "description": "Heavy-work queue full or database unreachable; see Retry-After.",
+    },
 }
 _LAYOUT_FIELD = re.compile(r"^(tp|pp|ep)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
@@ -278,7 +287,9 @@ async def post_estimates(
     try:
         analysis = await loaded_analysis(request, spec.target)
         if len(spec.batch_sizes) > INLINE_POINTS:
-            answer = await run_in_threadpool(analysis.estimate, spec)
+            heavy: HeavyWork = request.app.state.heavy
+            async with heavy.slot():
+                answer = await run_in_threadpool(analysis.estimate, spec)
         else:
             answer = analysis.estimate(spec)
     except (NotFoundError, FieldError, EngineError) as exc:
@@ -288,18 +299,23 @@ async def post_estimates(
     return FastJSONResponse(answer)
 
 
-@router.post(
-    "/estimates/batch",
-    response_model=EstimateBatchResponse,
-    responses={422: ERROR_RESPONSES[422]},
-    dependencies=[ReadAccess],
-)
-def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> Response:
-    """Estimate up to 256 requests; each item is an estimate or a problem object of its own."""
-    results: list[dict[str, Any] | None] = [None] * len(body.items)
+@dataclass(frozen=True, slots=True)
+class BatchWork:
+    """What a batch's heavy call needs: the raw items and the budgets."""
+
+    items: list[Any]
+    max_points: int
+    max_response_bytes: int
+
+
+def batch_answer(session: Session, work: BatchWork) -> Response:
+    """Answer a batch (a heavy call: run by ``run_heavy``, in a child process or a thread)."""
+    check_estimate_points(estimate_points(work.items), work.max_points)
+    analysis = AnalysisService(session)
+    results: list[dict[str, Any] | None] = [None] * len(work.items)
     specs: list[EstimateSpec] = []
     positions: list[int] = []
-    for index, raw in enumerate(body.items):
+    for index, raw in enumerate(work.items):
         try:
             request = EstimateRequest.model_validate(raw)
         except ValidationError as exc:
@@ -309,4 +325,31 @@ def post_estimates_batch(body: EstimateBatchRequest, analysis: AnalysisDep) -> R
         positions.append(index)
     for index, answer in zip(positions, analysis.estimate_many(specs), strict=True):
         results[index] = error_problem(answer) if isinstance(answer, Exception) else answer
-    return FastJSONResponse({"items": results})
+    encoded = orjson.dumps({"items": results})
+    check_response_bytes(len(encoded), work.max_response_bytes)
+    return Response(encoded, media_type="application/json")
+
+
+def json_within_budget(content: Any, max_response_bytes: int) -> Response:
+    """Encode ``content`` with orjson; FieldError (422) when it exceeds the response budget."""
+    encoded = orjson.dumps(content)
+    check_response_bytes(len(encoded), max_response_bytes)
+    return Response(encoded, media_type="application/json")
+
+
+@router.post(
+    "/estimates/batch",
+    response_model=EstimateBatchResponse,
+    responses={422: ERROR_RESPONSES[422], 503: ERROR_RESPONSES[503]},
+    dependencies=[ReadAccess],
+)
+async def post_estimates_batch(
+    body: EstimateBatchRequest, request: Request, settings: SettingsDep
+) -> Response:
+    """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
+
+    The items' batch sizes together may not exceed the work budget (``max_estimate_points``);
+    the batch runs in a heavy-work slot (503 + Retry-After when they are all taken).
+    """
+    work = BatchWork(list(body.items), settings.max_estimate_points, settings.max_response_bytes)
+    return await run_heavy(request, batch_answer, work)

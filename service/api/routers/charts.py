@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
-from service.api.deps import ReadAccess, SessionDep
-from service.api.routers.planning import get_planning, plan_spec
+from service.api.deps import ReadAccess
+from service.api.heavy_calls import run_heavy
+from service.api.routers.planning import plan_spec
 from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
 from service.api.schemas.common import Dtype
 from service.api.schemas.planning import PlanRequest
@@ -49,17 +53,9 @@ CHART_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The chart as SVG, PNG or a Vega-Lite specification.",
     },
     404: {"description": "Unknown model or accelerator (problem+json)."},
+    503: {"description": "Heavy-work queue full; retry after Retry-After (problem+json)."},
     422: {"description": "Invalid query parameter (problem+json naming it)."},
 }
-
-
-def get_analysis(session: SessionDep) -> AnalysisService:
-    """Return the analysis service bound to this request's session."""
-    return AnalysisService(session)
-
-
-AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
-PlanningDep = Annotated[PlanningService, Depends(get_planning, scope="function")]
 
 
 def parse_int_list(field: str, raw: str, *, low: int, high: int, most: int) -> list[int]:
@@ -129,9 +125,8 @@ def _target(
     )
 
 
-@router.get("/roofline", responses=CHART_RESPONSES, dependencies=[ReadAccess])
-def roofline(
-    analysis: AnalysisDep,
+def roofline_chart_body(
+    analysis: AnalysisService,
     accelerator: Slug,
     model: Slug,
     batch_sizes: Annotated[str, Query(max_length=200)] = "1,64,512",
@@ -171,9 +166,8 @@ def roofline(
     return chart_response(to_spec(roofline_chart(data)), fmt)
 
 
-@router.get("/sweep", responses=CHART_RESPONSES, dependencies=[ReadAccess])
-def sweep(
-    analysis: AnalysisDep,
+def sweep_chart_body(
+    analysis: AnalysisService,
     accelerator: Slug,
     model: Slug,
     input_tokens: Tokens = 1024,
@@ -225,9 +219,9 @@ def _precision_list(raw: str) -> list[dict[str, str]]:
     return items
 
 
-@router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess])
-def frontier(
-    planning: PlanningDep,
+def frontier_chart_body(
+    planning: PlanningService,
+    max_plan_points: int,
     models: Annotated[str, Query(max_length=400, description="Comma-separated model ids.")],
     accelerators: Annotated[
         str | None, Query(max_length=2000, description="Comma-separated; default: the catalog.")
@@ -280,7 +274,49 @@ def frontier(
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from exc
     try:
-        data = frontier_data(planning, plan_spec(request))
+        data = frontier_data(planning, plan_spec(request, max_plan_points))
     except EngineError as exc:
         raise _engine_field_error(exc) from exc
     return chart_response(to_spec(frontier_chart(data)), fmt)
+
+
+_SERVICE_PARAMETERS = frozenset({"analysis", "planning", "max_plan_points"})
+
+
+def chart_answer(session: Session, work: tuple[str, dict[str, Any]]) -> Response:
+    """Draw a chart (a heavy call: run by ``run_heavy``); ``work`` = (chart, parameters)."""
+    name, params = work
+    if name == "frontier":
+        return frontier_chart_body(PlanningService(session), **params)
+    body = roofline_chart_body if name == "roofline" else sweep_chart_body
+    return body(AnalysisService(session), **params)
+
+
+def _heavy_route(name: str, body: Callable[..., Response]) -> Callable[..., Any]:
+    """An async route with ``body``'s query parameters that draws the chart in a heavy slot."""
+    signature = inspect.signature(body)
+    query = [p for n, p in signature.parameters.items() if n not in _SERVICE_PARAMETERS]
+    wants_budget = "max_plan_points" in signature.parameters
+
+    async def route(request: Request, **params: Any) -> Response:
+        if wants_budget:
+            params["max_plan_points"] = request.app.state.settings.max_plan_points
+        return await run_heavy(request, chart_answer, (name, params))
+
+    first = inspect.Parameter(
+        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
+    )
+    route.__signature__ = signature.replace(parameters=[first, *query])  # type: ignore[attr-defined]
+    route.__name__ = name
+    route.__doc__ = body.__doc__
+    return route
+
+
+for _name, _body in (
+    ("roofline", roofline_chart_body),
+    ("sweep", sweep_chart_body),
+    ("frontier", frontier_chart_body),
+):
+    router.get(f"/{_name}", responses=CHART_RESPONSES, dependencies=[ReadAccess])(
+        _heavy_route(_name, _body)
+    )

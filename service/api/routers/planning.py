@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Request, Response
+from sqlalchemy.orm import Session
 
-from service.api.deps import ReadAccess, SessionDep
-from service.api.routers.analysis import ERROR_RESPONSES
+from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.heavy_calls import run_heavy
+from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
 from service.engine.precision import Precision
 from service.services.planning import PlanningService, PlanSpec, list_workloads
@@ -24,8 +25,8 @@ def get_planning(session: SessionDep) -> PlanningService:
 PlanningDep = Annotated[PlanningService, Depends(get_planning, scope="function")]
 
 
-def plan_spec(body: PlanRequest) -> PlanSpec:
-    """Translate the request body into the service's terms."""
+def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
+    """Translate the request body into the service's terms (``max_points``: the work budget)."""
     slo = body.slo
     given = slo.model_fields_set if slo is not None else set()
 
@@ -58,6 +59,7 @@ def plan_spec(body: PlanRequest) -> PlanSpec:
         backend=body.backend,
         calibration=body.calibration,
         concurrency_levels=body.concurrency_levels,
+        max_points=max_points,
     )
 
 
@@ -67,12 +69,24 @@ def get_workloads() -> dict[str, Any]:
     return {"items": list_workloads()}
 
 
+def plan_answer(session: Session, work: tuple[PlanSpec, int]) -> Response:
+    """Answer a plan (a heavy call: run by ``run_heavy``); ``work`` = (spec, response budget)."""
+    spec, max_response_bytes = work
+    return json_within_budget(PlanningService(session).plan(spec), max_response_bytes)
+
+
 @router.post(
-    "/plans", response_model=PlanResponse, responses=ERROR_RESPONSES, dependencies=[ReadAccess]
+    "/plans",
+    response_model=PlanResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=[ReadAccess],
 )
-def post_plan(body: PlanRequest, planning: PlanningDep) -> JSONResponse:
+async def post_plan(body: PlanRequest, request: Request, settings: SettingsDep) -> Response:
     """Rank feasible deployments for a question, with the frontier and every rejection's reason.
 
-    An infeasible question answers 200 with no configuration and the reasons.
+    An infeasible question answers 200 with no configuration and the reasons. Candidates x
+    concurrency levels may not exceed the work budget (``max_plan_points``; 422 past it); the
+    plan runs in a heavy-work slot (503 + Retry-After when they are all taken).
     """
-    return JSONResponse(planning.plan(plan_spec(body)))
+    work = (plan_spec(body, settings.max_plan_points), settings.max_response_bytes)
+    return await run_heavy(request, plan_answer, work)

@@ -1,0 +1,168 @@
+"""Cheap GET latency while the heaviest requests the work budgets allow run four at once.
+
+Run: .venv/bin/python benchmarks/load/heavy_vs_cheap.py [--duration 20] [--url http://...]
+Without --url it starts ``ridgeline serve --workers 2`` on a fresh SQLite database with rate
+limits off (the quotas would refuse the heavy loops; the work budgets and heavy-work slots
+stay at their defaults). For each heavy kind, four clients send it back to back (closed
+loop) while a fifth sends a cheap GET at a fixed rate (open loop: latency counts from the
+scheduled send time). Target (issue 15): cheap GET p99 < 100 ms. Writes heavy_vs_cheap.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+sys.path.insert(0, str(Path(__file__).parent))
+from loadgen import Connections, Run, encode, fixed_rate, machine, start_server
+
+from service.settings import Settings
+
+RESULT = Path(__file__).parent / "heavy_vs_cheap.md"
+CHEAP = ("GET", "/v1/accelerators/h100-sxm", None)
+HEAVY_CLIENTS = 4
+TARGET_P99_MS = 100.0
+
+
+def heavy_requests() -> dict[str, tuple[str, str, dict[str, object] | None]]:
+    """The heaviest request of each kind that the default work budgets accept."""
+    budget = Settings(database_url="sqlite://").max_estimate_points
+    item = {
+        "model": "llama-3.1-70b",
+        "accelerator": "h100-sxm",
+        "input_tokens": 4096,
+        "output_tokens": 512,
+        "batch_sizes": list(range(1, 1025)),
+        "calibration": "none",
+    }
+    frontier = urlencode(
+        {
+            "models": "llama-3.1-8b,llama-3.1-70b",
+            "input_tokens": 1024,
+            "output_tokens": 256,
+            "format": "png",
+        }
+    )
+    return {
+        f"estimate batch, {budget // 1024} items x 1,024 batch sizes": (
+            "POST",
+            "/v1/estimates/batch",
+            {"items": [item] * (budget // 1024)},
+        ),
+        "plan, 2 models, all accelerators, 2 precisions, 64 levels": (
+            "POST",
+            "/v1/plans",
+            {
+                "models": ["llama-3.1-8b", "llama-3.1-70b"],
+                "input_tokens": 1024,
+                "output_tokens": 256,
+            },
+        ),
+        "frontier chart (PNG), 2 models, all accelerators": (
+            "GET",
+            f"/v1/charts/frontier?{frontier}",
+            None,
+        ),
+    }
+
+
+async def heavy_loop(pool: Connections, request: bytes, stop: asyncio.Event, run: Run) -> None:
+    while not stop.is_set():
+        await run.timed(pool, request, time.perf_counter())
+
+
+async def scenario(
+    host: str, port: int, heavy: bytes | None, rate: float, duration_s: float
+) -> tuple[Run, Run]:
+    """Cheap GETs at ``rate`` while HEAVY_CLIENTS loops send ``heavy``; return both runs."""
+    cheap_request = encode(CHEAP[0], f"{host}:{port}", CHEAP[1], None)
+    stop = asyncio.Event()
+    heavy_run = Run()
+    loops = []
+    if heavy is not None:
+        pools = [Connections(host, port) for _ in range(HEAVY_CLIENTS)]
+        loops = [asyncio.create_task(heavy_loop(p, heavy, stop, heavy_run)) for p in pools]
+        await asyncio.sleep(2.0)  # let the heavy requests occupy the workers
+    began = time.perf_counter()
+    cheap = await fixed_rate(Connections(host, port), cheap_request, rate, duration_s)
+    stop.set()
+    await asyncio.gather(*loops)
+    heavy_run.elapsed_s = time.perf_counter() - began
+    return cheap, heavy_run
+
+
+def row(name: str, cheap: Run, heavy: Run) -> str:
+    _, p50, p99 = cheap.figures()
+    done = len(heavy.latencies_s)
+    heavy_s = sorted(heavy.latencies_s)
+    heavy_p50 = f"{heavy_s[len(heavy_s) // 2]:.2f}" if heavy_s else "-"
+    verdict = "yes" if p99 < TARGET_P99_MS and cheap.errors == 0 else "**no**"
+    return (
+        f"| {name} | {p50:.1f} | {p99:.1f} | {verdict} | {cheap.non_2xx + cheap.errors} | "
+        f"{done} | {heavy_p50} | {heavy.non_2xx} |"
+    )
+
+
+async def measure(url: str, duration_s: float, rate: float) -> list[str]:
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    rows = []
+    cheap, heavy = await scenario(host, port, None, rate, duration_s)
+    rows.append(row("none (cheap GETs alone)", cheap, heavy))
+    print(rows[-1], flush=True)
+    for name, (method, path, body) in heavy_requests().items():
+        request = encode(method, f"{host}:{port}", path, body)
+        cheap, heavy = await scenario(host, port, request, rate, duration_s)
+        rows.append(row(name, cheap, heavy))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="An already running server (default: start one).")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=20.0, help="Seconds per scenario.")
+    parser.add_argument("--rate", type=float, default=50.0, help="Cheap GETs per second.")
+    parser.add_argument("--output", type=Path, default=RESULT)
+    args = parser.parse_args()
+    process = None
+    url = args.url
+    if url is None:
+        workdir = Path(tempfile.mkdtemp(prefix="ridgeline-heavy-"))
+        process, url = start_server(workdir, args.workers)
+    try:
+        rows = asyncio.run(measure(url, args.duration, args.rate))
+    finally:
+        if process is not None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
+    head = [
+        "# Cheap GET latency under the heaviest allowed requests, four at once",
+        "",
+        f"Machine: {machine()}. Server: `ridgeline serve --workers {args.workers}`, SQLite, "
+        "rate limits off, default work budgets and heavy-work slots (1 running + 8 queued per "
+        f"worker). Cheap request: `GET {CHEAP[1]}` at {args.rate:g} req/s for "
+        f"{args.duration:g} s (open loop); {HEAVY_CLIENTS} closed-loop clients send the heavy "
+        "request. Target: cheap p99 < 100 ms.",
+        "",
+        f"Command: `.venv/bin/python benchmarks/load/heavy_vs_cheap.py --duration "
+        f"{args.duration:g} --rate {args.rate:g}`",
+        "",
+        "| heavy request (x4 at once) | cheap p50 ms | cheap p99 ms | p99 < 100 ms | cheap "
+        "failures | heavy answered | heavy p50 s | heavy non-2xx |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    args.output.write_text("\n".join([*head, *rows]) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
