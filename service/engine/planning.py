@@ -21,7 +21,13 @@ import numpy.typing as npt
 
 from service.engine.calibration.intervals import ResidualQuantiles, interval
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
-from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
+from service.engine.errors import (
+    ContextWindowError,
+    EngineError,
+    InvalidLayoutError,
+    UnsupportedDtypeError,
+    check_context,
+)
 from service.engine.estimate import EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
@@ -47,6 +53,7 @@ DOES_NOT_FIT = "does_not_fit"
 MISSES_TTFT = "misses_ttft"
 MISSES_TPOT = "misses_tpot"
 MISSES_SLO = "misses_slo"
+EXCEEDS_CONTEXT = "exceeds_context"
 
 
 class UpperBound(Protocol):
@@ -298,6 +305,15 @@ def pareto_mask(x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.bool_]:
 def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
     """Return a rejection for a candidate that cannot run, else its memory limit on requests."""
     c = candidate
+    try:
+        check_context(
+            "input_tokens + output_tokens",
+            question.input_tokens + question.output_tokens,
+            c.model.max_context_tokens,
+            c.model.id,
+        )
+    except ContextWindowError as exc:
+        return Rejection(c, EXCEEDS_CONTEXT, str(exc))
     try:
         c.parallelism.check_divides(c.model)
     except InvalidLayoutError as exc:

@@ -15,6 +15,7 @@ from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
 from service.engine.planning import (
     DOES_NOT_FIT,
+    EXCEEDS_CONTEXT,
     INVALID_LAYOUT,
     MISSES_TPOT,
     MISSES_TTFT,
@@ -379,3 +380,14 @@ def test_questions_are_validated() -> None:
     with pytest.raises(EngineError, match="tpot_ms_max"):
         PlanQuestion(1024, 128, slo=Slo(tpot_ms_max=-1.0)).validate()
     assert "max_throughput_per_gpu" in OBJECTIVES
+
+
+def test_request_past_the_context_window_is_rejected_with_its_limit(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    short = dataclasses.replace(llama8b, max_context_tokens=8192)
+    result = plan([Candidate(short, h100)], PlanQuestion(input_tokens=8100, output_tokens=100))
+    assert result.configurations == ()
+    (rejection,) = result.rejected
+    assert rejection.code == EXCEEDS_CONTEXT
+    assert "8200 tokens" in rejection.reason and "max_context_tokens=8192" in rejection.reason

@@ -32,6 +32,7 @@ from service.api.schemas.analysis import (
     ProblemOut,
 )
 from service.engine.errors import (
+    ContextWindowError,
     EngineError,
     InvalidLayoutError,
     InvalidShapeError,
@@ -123,6 +124,8 @@ def engine_error_field(exc: EngineError) -> str:
         return f"parallelism.{match.group(1)}" if match else "parallelism"
     if isinstance(exc, UnsupportedDtypeError):
         return "precision"
+    if isinstance(exc, ContextWindowError):
+        return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
     return "body"
 
 
