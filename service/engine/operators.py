@@ -294,13 +294,20 @@ class _StepBuilder:
         m = self.model
         heads = m.num_heads / self.tp
         b_kv = self.prec.kv_bytes_per_element
+        act_bytes = max(self.prec.activation_bytes_per_element, 2.0)
         if m.is_mla:
-            score_dim = float(m.kv_lora_rank + m.qk_rope_head_dim)
-            value_dim = float(m.kv_lora_rank)
-            kv_per_token = score_dim * b_kv  # one shared latent, replicated on every TP rank
+            # Decode (one new token) runs absorbed: scores over the 576-wide latent + rope key,
+            # values in the 512-wide latent, reading the shared latent cache. Prefill chunks run
+            # un-absorbed, as engines do: per-head keys of qk_nope + rope (192) and values of
+            # v_head_dim (128), over K/V up-projected from the latents in 16-bit.
+            latent = float(m.kv_lora_rank + m.qk_rope_head_dim)
+            absorbed = (latent, float(m.kv_lora_rank), latent * b_kv)
+            qk_dim = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
+            v_dim = float(m.v_head_dim)
+            expanded = (qk_dim, v_dim, heads * (qk_dim + v_dim) * act_bytes)
         else:
-            score_dim = value_dim = float(m.head_dim)
-            kv_per_token = 2.0 * self.par.kv_heads_per_gpu(m) * m.head_dim * b_kv
+            dim = float(m.head_dim)
+            absorbed = expanded = (dim, dim, 2.0 * self.par.kv_heads_per_gpu(m) * dim * b_kv)
         total = zero_cost(self.shape)
         layer_kinds = (
             (m.num_full_attention_layers, 0.0),
@@ -310,22 +317,48 @@ class _StepBuilder:
             if count == 0:
                 continue
             for g in self.groups:
-                cost = attention_cost(
-                    g.sequences,
-                    g.new_tokens,
-                    g.past_tokens,
-                    num_heads=heads,
-                    score_dim=score_dim,
-                    value_dim=value_dim,
-                    kv_bytes_per_token=kv_per_token,
-                    kv_dtype=self.prec.kv_cache,
-                    window_tokens=window,
-                    activation_bytes_per_element=max(self.prec.activation_bytes_per_element, 2.0),
-                    accelerator=self.acc,
-                    params=self.params,
-                )
+                forms = [absorbed] if expanded is absorbed else [absorbed, expanded]
+                costs = [
+                    attention_cost(
+                        g.sequences,
+                        g.new_tokens,
+                        g.past_tokens,
+                        num_heads=heads,
+                        score_dim=score_dim,
+                        value_dim=value_dim,
+                        kv_bytes_per_token=kv_per_token,
+                        kv_dtype=self.prec.kv_cache,
+                        window_tokens=window,
+                        activation_bytes_per_element=act_bytes,
+                        accelerator=self.acc,
+                        params=self.params,
+                    )
+                    for score_dim, value_dim, kv_per_token in forms
+                ]
+                cost = costs[0]
+                if len(costs) == 2:
+                    prefill = g.new_tokens > 1.0
+                    cost = KernelCost(
+                        *(
+                            np.where(prefill, b, a)
+                            for a, b in zip(_fields(costs[0]), _fields(costs[1]), strict=True)
+                        )
+                    )
                 total = total + cost.scaled(count)
         self.add("attention", ATTENTION, total)
+        if m.is_mla:
+            self._mla_context_up_projection()
+
+    def _mla_context_up_projection(self) -> None:
+        """Un-absorbed prefill up-projects the cached latents of earlier chunks to K/V too."""
+        m = self.model
+        heads = m.num_heads / self.tp
+        rows = sum(
+            (np.where(g.new_tokens > 1.0, g.sequences * g.past_tokens, 0.0) for g in self.groups),
+            np.zeros(self.shape),
+        )
+        cost = self.gemm(rows, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+        self.add("mla_context_up_projection", GEMM, cost.scaled(m.num_layers))
 
     def output_projection(self) -> None:
         m = self.model
