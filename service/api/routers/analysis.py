@@ -56,7 +56,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemOut, "description": "Unknown model, accelerator or calibration."},
     422: {"model": ProblemOut, "description": "Invalid request; `errors` names the fields."},
 }
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep)\b")
+_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
 INLINE_POINTS = 256
 
@@ -163,7 +163,9 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
         model=body.model,
         accelerator=body.accelerator,
         precision=Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache),
-        parallelism=Parallelism(tp=layout.tp, pp=layout.pp, ep=layout.ep),
+        parallelism=Parallelism(
+            tp=layout.tp, pp=layout.pp, ep=layout.ep, attention_dp=layout.attention_dp
+        ),
         backend=body.backend,
         calibration=body.calibration,
     )
