@@ -63,6 +63,7 @@ class PlanSpec:
     tp: tuple[int, ...] | None = None
     pp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
+    attention_dp: tuple[int, ...] | None = None
     mode: str | None = None
     price_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     backend: str | None = None
@@ -258,7 +259,12 @@ class PlanningService:
             price = spec.price_usd_per_hour.get(acc.id)
             for model in models:
                 for layout in layouts(
-                    model, spec.max_gpus_per_replica, tp=spec.tp, pp=spec.pp, ep=spec.ep
+                    model,
+                    spec.max_gpus_per_replica,
+                    tp=spec.tp,
+                    pp=spec.pp,
+                    ep=spec.ep,
+                    attention_dp=spec.attention_dp,
                 ):
                     for precision in dict.fromkeys(spec.precisions):
                         candidates.append(

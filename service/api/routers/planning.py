@@ -53,6 +53,7 @@ def plan_spec(body: PlanRequest) -> PlanSpec:
         tp=ints(body.tp),
         pp=ints(body.pp),
         ep=ints(body.ep),
+        attention_dp=ints(body.attention_dp),
         mode=body.mode,
         price_usd_per_hour=dict(body.price_usd_per_hour),
         backend=body.backend,
