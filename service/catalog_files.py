@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from service.engine.errors import InvalidShapeError
-from service.engine.hardware import DTYPES, Accelerator
+from service.engine.hardware import DTYPES, Accelerator, topology_from_mapping
 from service.engine.shapes import ModelShape
 
 CATALOG_DIR: Path = Path(__file__).resolve().parent.parent / "hardware_catalog"
@@ -34,6 +34,7 @@ _ACCELERATOR_VALUE_FIELDS = (
     "peak_tflops",
     "measured_matmul_tflops",
     "interconnect_gb_s",
+    "topology",
     "tdp_w",
     "price_usd_per_hour",
 )
@@ -141,6 +142,14 @@ def _validate_accelerator(path: Path, record: dict[str, object]) -> None:
         if not _is_number(tflops) or float(tflops) <= 0:
             raise CatalogFileError(path, f"peak_tflops.{dtype} must be a positive number")
     _validate_measured(path, record.get("measured_matmul_tflops"), peaks)
+    topology = record.get("topology")
+    if topology is not None:
+        if not isinstance(topology, dict):
+            raise CatalogFileError(path, "topology must be a mapping")
+        try:
+            topology_from_mapping(topology)
+        except ValueError as exc:
+            raise CatalogFileError(path, str(exc)) from exc
     price = record.get("price")
     if record["price_usd_per_hour"] is not None:
         if not isinstance(price, dict) or any(k not in price for k in _PRICE_KEYS):
@@ -245,6 +254,7 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
     extra_keys = ("price", "confidence", "notes", "sources", "field_sources")
     measured = record.get("measured_matmul_tflops") or {}
     assert isinstance(measured, Mapping)
+    topology = record.get("topology")
     return Accelerator(
         id=str(record["id"]),
         vendor=str(record["vendor"]),
@@ -258,6 +268,7 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
         memory_type=str(record.get("memory_type", "")),
         extra={k: record[k] for k in extra_keys if k in record},
         measured_matmul_tflops={str(k): _as_float(v) for k, v in measured.items()},
+        topology=topology_from_mapping(topology) if isinstance(topology, Mapping) else None,
     )
 
 

@@ -70,6 +70,7 @@ class AcceleratorRow(CatalogRowMixin, Base):
     confidence: Mapped[str | None] = mapped_column(String(20), default=None)
     # Measured maximum achievable matmul TFLOP/s per dtype (MAMF); None when not measured.
     measured_matmul_tflops: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
+    topology: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
 
 
 class ModelRow(CatalogRowMixin, Base):

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from service.engine.accelerator_stack import AcceleratorStack, IntArray
 from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
-from service.engine.errors import EngineError
+from service.engine.errors import EngineError, check_context
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, Hardware, spread
 from service.engine.memory import (
@@ -91,6 +91,7 @@ def _check_shared(
 
 
 def _check_member(
+    model: ModelShape,
     accelerator: Accelerator,
     precision: Precision,
     input_tokens: int,
@@ -101,6 +102,10 @@ def _check_member(
     accelerator.peak_flops_s(precision.compute_dtype)  # raises UnsupportedDtypeError
     if input_tokens < 1 or output_tokens < 1:
         raise EngineError("input_tokens and output_tokens must be at least 1")
+    check_context(
+        "input_tokens + output_tokens", input_tokens + output_tokens, model.max_context_tokens,
+        model.id,
+    )  # fmt: skip
     if batches.ndim != 1 or batches.size == 0 or np.count_nonzero(batches >= 1) < batches.size:
         raise EngineError("batch_sizes must be a non-empty list of values ≥ 1")
 
@@ -314,7 +319,7 @@ def estimate(
     batches = np.asarray(batch_sizes, dtype=np.float64)
     precision = precision.resolved(model.native_weights_dtype)
     _check_shared(model, precision, parallelism, mode)
-    _check_member(accelerator, precision, input_tokens, output_tokens, batches)
+    _check_member(model, accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
     price = price_usd_per_hour if price_usd_per_hour is not None else accelerator.price_usd_per_hour
     points = _evaluate(
@@ -404,6 +409,8 @@ def estimate_stacked(
         acc.peak_flops_s(precision.compute_dtype)  # raises UnsupportedDtypeError
     if min(input_tokens) < 1 or min(output_tokens) < 1:
         raise EngineError("input_tokens and output_tokens must be at least 1")
+    longest = max(i + o for i, o in zip(input_tokens, output_tokens, strict=True))
+    check_context("input_tokens + output_tokens", longest, model.max_context_tokens, model.id)
     if any(b.ndim != 1 or b.size == 0 for b in arrays) or not np.all(np.concatenate(arrays) >= 1):
         raise EngineError("batch_sizes must be a non-empty list of values ≥ 1")
     sizes = np.fromiter((b.size for b in arrays), dtype=np.intp, count=members)

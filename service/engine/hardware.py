@@ -154,3 +154,41 @@ def topology_of(accelerator: Accelerator) -> Topology:
         return accelerator.topology
     domain = DEFAULT_GPUS_PER_NODE if accelerator.interconnect_gb_s > 0 else 1
     return Topology(scale_up_domain_gpus=domain)
+
+
+TOPOLOGY_FIELDS: tuple[str, ...] = (
+    "scale_up_domain_gpus",
+    "scale_up_per_peer_gb_s",
+    "host_link_gb_s",
+    "gpus_per_node",
+    "scale_out_gb_s",
+)
+
+
+def topology_from_mapping(values: Mapping[str, object] | None) -> Topology | None:
+    """Build a Topology from stored fields (None: none stored); absent fields keep defaults.
+
+    Raises ValueError naming a field that is unknown or out of range.
+    """
+    if values is None:
+        return None
+    unknown = set(values) - set(TOPOLOGY_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown topology fields: {', '.join(sorted(unknown))}")
+    if "scale_up_domain_gpus" not in values:
+        raise ValueError("topology.scale_up_domain_gpus is required")
+    numbers: dict[str, float] = {}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ValueError(f"topology.{name} must be a non-negative number")
+        numbers[name] = float(value)
+    for name in ("scale_up_domain_gpus", "gpus_per_node"):
+        if name in numbers and (numbers[name] < 1 or numbers[name] != int(numbers[name])):
+            raise ValueError(f"topology.{name} must be a positive integer")
+    return Topology(
+        scale_up_domain_gpus=int(numbers["scale_up_domain_gpus"]),
+        scale_up_per_peer_gb_s=numbers.get("scale_up_per_peer_gb_s", 0.0),
+        host_link_gb_s=numbers.get("host_link_gb_s", PCIE_FALLBACK_GB_S) or PCIE_FALLBACK_GB_S,
+        gpus_per_node=int(numbers.get("gpus_per_node", DEFAULT_GPUS_PER_NODE)),
+        scale_out_gb_s=numbers.get("scale_out_gb_s", 0.0),
+    )

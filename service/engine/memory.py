@@ -105,7 +105,9 @@ def weight_bytes_per_gpu(
     if m.num_dense_ffn_layers:
         quantized += m.num_dense_ffn_layers * _ffn_params(m, m.intermediate_size / tp)
     if m.is_moe:
-        per_layer = m.num_experts * _ffn_params(m, m.moe_intermediate_size / tp)
+        # ceil(E / ep) routed experts per GPU, each split (tp × attention_dp) / ep ways.
+        split = parallelism.moe_group_gpus / parallelism.ep
+        per_layer = parallelism.experts_per_gpu(m) * _ffn_params(m, m.moe_intermediate_size / split)
         if m.num_shared_experts:
             shared = m.shared_expert_intermediate_size or m.moe_intermediate_size
             per_layer += _ffn_params(m, m.num_shared_experts * shared / tp)
@@ -230,13 +232,19 @@ def memory_breakdown(
     step_tokens: npt.ArrayLike,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
 ) -> MemoryBreakdown:
-    """Return memory per GPU for ``sequences`` holding ``context_tokens`` each."""
+    """Return memory per GPU for ``sequences`` holding ``context_tokens`` each.
+
+    With attention_dp ranks each GPU holds the KV cache and activations of its rank's
+    1/attention_dp of the sequences and step tokens.
+    """
     weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
-    kv = as_array(sequences) * kv_cache_bytes_per_token(model, precision, parallelism).for_context(
+    adp = float(parallelism.attention_dp)
+    per_rank = as_array(sequences) / adp
+    kv = per_rank * kv_cache_bytes_per_token(model, precision, parallelism).for_context(
         context_tokens
     )
     act = activation_bytes(
-        model, precision, parallelism, step_tokens=step_tokens, logit_rows=sequences
+        model, precision, parallelism, step_tokens=as_array(step_tokens) / adp, logit_rows=per_rank
     )
     capacity = hardware_capacity_bytes(accelerator)
     return MemoryBreakdown(
@@ -277,8 +285,9 @@ def max_batch_size(
 ) -> int:
     """Return floor((usable − weights − activations − overhead) / bytes per sequence), at least 0.
 
-    Activations are taken at ``step_tokens`` (the largest step the engine runs); each sequence
-    costs its KV cache at ``context_tokens`` plus one fp32 logit row.
+    Activations are taken at ``step_tokens`` (the largest step the engine runs, per
+    attention-DP rank); each sequence costs its KV cache at ``context_tokens`` plus one fp32
+    logit row; attention_dp ranks each hold that many.
     """
     weights, act, kv, logit_row = _per_replica_constants(
         model, precision, parallelism, float(step_tokens)
@@ -289,7 +298,8 @@ def max_batch_size(
     s = float(context_tokens)
     windowed = min(s, float(kv.window_tokens)) if kv.window_tokens > 0 else s
     per_sequence = kv.full_bytes * s + kv.windowed_bytes * windowed + logit_row
-    return math.floor(free / per_sequence)
+    # Each attention-DP rank holds its own sequences' caches.
+    return math.floor(free / per_sequence) * parallelism.attention_dp
 
 
 def max_batch_sizes(
@@ -309,4 +319,5 @@ def max_batch_sizes(
     capacity = hardware_capacity_bytes(accelerator) * memory_utilization
     free = capacity - weights - act - RUNTIME_OVERHEAD_BYTES
     per_sequence = kv.for_context(context_tokens) + logit_row
-    return np.asarray(np.where(free > 0, np.floor(free / per_sequence), 0.0), dtype=np.float64)
+    per_rank = np.where(free > 0, np.floor(free / per_sequence), 0.0)
+    return np.asarray(per_rank * parallelism.attention_dp, dtype=np.float64)

@@ -218,9 +218,20 @@ class _StepBuilder:
             params,
         )
         self.phase = phase
-        self.groups = tuple(groups)
-        shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in self.groups))
+        shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in groups))
         self.shape = shape
+        # Tokens of the whole replica: the MoE layers route them all over the MoE group.
+        self.all_tokens = sum((g.tokens for g in groups), np.zeros(shape))
+        # One attention-DP rank serves 1/attention_dp of the sequences (spread evenly); every
+        # other operator runs on that rank's share.
+        adp = float(parallelism.attention_dp)
+        self.groups = (
+            tuple(groups)
+            if adp == 1.0
+            else tuple(
+                AttentionGroup(g.sequences / adp, g.new_tokens, g.past_tokens) for g in groups
+            )
+        )
         self.tokens = sum((g.tokens for g in self.groups), np.zeros(shape))
         self.logit_rows = sum((g.sequences for g in self.groups), np.zeros(shape))
         self.rows: list[OperatorRow] = []
@@ -294,13 +305,20 @@ class _StepBuilder:
         m = self.model
         heads = m.num_heads / self.tp
         b_kv = self.prec.kv_bytes_per_element
+        act_bytes = max(self.prec.activation_bytes_per_element, 2.0)
         if m.is_mla:
-            score_dim = float(m.kv_lora_rank + m.qk_rope_head_dim)
-            value_dim = float(m.kv_lora_rank)
-            kv_per_token = score_dim * b_kv  # one shared latent, replicated on every TP rank
+            # Decode (one new token) runs absorbed: scores over the 576-wide latent + rope key,
+            # values in the 512-wide latent, reading the shared latent cache. Prefill chunks run
+            # un-absorbed, as engines do: per-head keys of qk_nope + rope (192) and values of
+            # v_head_dim (128), over K/V up-projected from the latents in 16-bit.
+            latent = float(m.kv_lora_rank + m.qk_rope_head_dim)
+            absorbed = (latent, float(m.kv_lora_rank), latent * b_kv)
+            qk_dim = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
+            v_dim = float(m.v_head_dim)
+            expanded = (qk_dim, v_dim, heads * (qk_dim + v_dim) * act_bytes)
         else:
-            score_dim = value_dim = float(m.head_dim)
-            kv_per_token = 2.0 * self.par.kv_heads_per_gpu(m) * m.head_dim * b_kv
+            dim = float(m.head_dim)
+            absorbed = expanded = (dim, dim, 2.0 * self.par.kv_heads_per_gpu(m) * dim * b_kv)
         total = zero_cost(self.shape)
         layer_kinds = (
             (m.num_full_attention_layers, 0.0),
@@ -310,22 +328,48 @@ class _StepBuilder:
             if count == 0:
                 continue
             for g in self.groups:
-                cost = attention_cost(
-                    g.sequences,
-                    g.new_tokens,
-                    g.past_tokens,
-                    num_heads=heads,
-                    score_dim=score_dim,
-                    value_dim=value_dim,
-                    kv_bytes_per_token=kv_per_token,
-                    kv_dtype=self.prec.kv_cache,
-                    window_tokens=window,
-                    activation_bytes_per_element=max(self.prec.activation_bytes_per_element, 2.0),
-                    accelerator=self.acc,
-                    params=self.params,
-                )
+                forms = [absorbed] if expanded is absorbed else [absorbed, expanded]
+                costs = [
+                    attention_cost(
+                        g.sequences,
+                        g.new_tokens,
+                        g.past_tokens,
+                        num_heads=heads,
+                        score_dim=score_dim,
+                        value_dim=value_dim,
+                        kv_bytes_per_token=kv_per_token,
+                        kv_dtype=self.prec.kv_cache,
+                        window_tokens=window,
+                        activation_bytes_per_element=act_bytes,
+                        accelerator=self.acc,
+                        params=self.params,
+                    )
+                    for score_dim, value_dim, kv_per_token in forms
+                ]
+                cost = costs[0]
+                if len(costs) == 2:
+                    prefill = g.new_tokens > 1.0
+                    cost = KernelCost(
+                        *(
+                            np.where(prefill, b, a)
+                            for a, b in zip(_fields(costs[0]), _fields(costs[1]), strict=True)
+                        )
+                    )
                 total = total + cost.scaled(count)
         self.add("attention", ATTENTION, total)
+        if m.is_mla:
+            self._mla_context_up_projection()
+
+    def _mla_context_up_projection(self) -> None:
+        """Un-absorbed prefill up-projects the cached latents of earlier chunks to K/V too."""
+        m = self.model
+        heads = m.num_heads / self.tp
+        rows = sum(
+            (np.where(g.new_tokens > 1.0, g.sequences * g.past_tokens, 0.0) for g in self.groups),
+            np.zeros(self.shape),
+        )
+        cost = self.gemm(rows, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+        self.add("mla_context_up_projection", GEMM, cost.scaled(m.num_layers))
 
     def output_projection(self) -> None:
         m = self.model
@@ -353,13 +397,13 @@ class _StepBuilder:
         layers = m.num_moe_layers
         router = self.gemm(self.tokens, m.num_experts, m.hidden_size, quantized=False)
         self.add("router", GEMM, router.scaled(layers))
-        touched = expected_experts_touched(m.num_experts, m.experts_per_token, self.tokens)
+        tokens = self.all_tokens
+        touched = expected_experts_touched(m.num_experts, m.experts_per_token, tokens)
         with np.errstate(divide="ignore", invalid="ignore"):
-            rows_per_expert = np.where(
-                touched > 0, self.tokens * m.experts_per_token / touched, 0.0
-            )
-        # Each touched expert on this rank is split (tp/ep) ways; one fused kernel per matrix.
-        width = m.moe_intermediate_size * self.par.ep / self.tp
+            rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
+        # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
+        # kernel per matrix.
+        width = m.moe_intermediate_size * self.par.ep / self.par.moe_group_gpus
         no_launch = self.params.replace(
             gemm_kernel_latency_us_bf16=0.0, gemm_kernel_latency_us_fp8=0.0
         )
@@ -368,9 +412,10 @@ class _StepBuilder:
         one = self._gemm_with(no_launch, rows_per_expert, up, d) + self._gemm_with(
             no_launch, rows_per_expert, d, width
         )
-        experts = one.scaled(touched / self.par.ep)
+        # The busiest GPU holds ceil(E / ep) experts: that share of the touched ones.
+        experts = one.scaled(touched * (self.par.experts_per_gpu(m) / m.num_experts))
         launch_s = self.params.gemm_kernel_latency_us(self.prec.compute_dtype) * 1e-6
-        launches = np.where(self.tokens > 0, 2.0 * launch_s, 0.0)
+        launches = np.where(tokens > 0, 2.0 * launch_s, 0.0)
         z = np.zeros(self.shape)
         experts = experts + KernelCost(z, z, z, z, z, launches)
         self.add("experts", GEMM, experts.scaled(layers))
@@ -400,21 +445,39 @@ class _StepBuilder:
         m, par = self.model, self.par
         b = self.prec.communication_bytes_per_element
         activation_bytes = self.tokens * m.hidden_size * b
+        moe_exchange = par.ep > 1 or par.attention_dp > 1
         if par.tp > 1:
-            # Two all-reduces per layer (after attention and after the FFN); with ep > 1 the MoE
-            # layers' FFN all-reduce becomes the all-to-all pair below.
-            count = 2 * m.num_layers - (m.num_moe_layers if par.ep > 1 else 0)
+            # Two all-reduces per layer (after attention and after the FFN); with ep > 1 or
+            # attention_dp > 1 the MoE layers' FFN all-reduce becomes the exchange below.
+            count = 2 * m.num_layers - (m.num_moe_layers if moe_exchange else 0)
             cost = collective_cost(
                 "all_reduce", par.tp, activation_bytes, accelerator=self.acc, params=self.params
             )
             self.add("tp_all_reduce", COMMUNICATION, cost.scaled(count))
         if par.ep > 1:
-            # Dispatch and combine: each rank sends its 1/ep share of tokens, k copies each.
-            message = activation_bytes * m.experts_per_token / par.ep
+            # Dispatch and combine: each GPU sends its 1/ep share of the replica's tokens, k
+            # copies each (with attention_dp, its rank's tokens split over the rank's tp GPUs).
+            all_bytes = self.all_tokens * m.hidden_size * b
+            message = all_bytes * m.experts_per_token / par.ep
             cost = collective_cost(
                 "alltoall", par.ep, message, accelerator=self.acc, params=self.params
             )
             self.add("ep_all_to_all", COMMUNICATION, cost.scaled(2 * m.num_moe_layers))
+        elif moe_exchange:
+            # attention_dp without ep: every GPU of the MoE group holds a column slice of every
+            # expert, so the ranks all-gather the replica's tokens before the MoE layer and
+            # reduce-scatter its outputs after it.
+            all_bytes = self.all_tokens * m.hidden_size * b
+            group = par.moe_group_gpus
+            gather = collective_cost(
+                "all_gather", group, all_bytes, accelerator=self.acc, params=self.params
+            )
+            scatter = collective_cost(
+                "reduce_scatter", group, all_bytes, accelerator=self.acc, params=self.params
+            )
+            self.add(
+                "dp_gather_scatter", COMMUNICATION, (gather + scatter).scaled(m.num_moe_layers)
+            )
         if par.pp > 1:
             cost = collective_cost(
                 "send", 2, activation_bytes, accelerator=self.acc, params=self.params

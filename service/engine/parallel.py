@@ -1,4 +1,4 @@
-"""Parallel layout of one model replica: tensor, pipeline and expert parallel degrees."""
+"""Parallel layout of one model replica: tensor, attention-data, pipeline and expert degrees."""
 
 from __future__ import annotations
 
@@ -11,26 +11,42 @@ from service.engine.shapes import ModelShape
 
 @dataclass(frozen=True, slots=True)
 class Parallelism:
-    """Tensor (tp), pipeline (pp) and expert (ep) parallel degrees of one replica.
+    """Tensor (tp), attention data (attention_dp), pipeline (pp) and expert (ep) degrees.
 
-    - tp splits attention heads, FFN/expert columns and the vocabulary; it must divide num_heads.
+    - tp splits attention heads, dense FFN columns and the vocabulary; it must divide num_heads.
       When tp exceeds num_kv_heads each KV head is replicated (tp must then be a multiple of
       num_kv_heads), as vLLM does; otherwise tp must divide num_kv_heads. MLA's latent KV cache is
       shared by all heads, so every TP rank holds all of it.
+    - attention_dp (MoE models): attention, dense layers, shared experts, embeddings and LM
+      head are replicated on attention_dp ranks of tp GPUs each, every rank serving its own
+      share of the sequences; the MoE layers are sharded over all tp × attention_dp GPUs.
+    - ep shards routed experts over ep of the tp × attention_dp GPUs of the MoE group (ep divides
+      that count, ep ≤ num_experts); the remaining (tp × attention_dp)/ep ranks split each
+      expert's columns. When ep does not divide num_experts the busiest GPU holds
+      ceil(num_experts / ep) of them (EP 72 for 256 experts: 4 per GPU, the 288 slots engines
+      fill with redundant copies). ep may exceed tp (wide EP) when attention_dp makes the
+      group large enough. ep > 1 replaces the MoE all-reduce with all-to-all dispatch and
+      combine.
     - pp splits layers into contiguous stages; pp ≤ num_layers.
-    - ep shards routed experts over ep ranks of the TP group (tp % ep == 0, ep divides
-      num_experts); the remaining tp/ep ranks split each expert's columns. Per-GPU expert bytes and
-      FLOPs are the same as pure TP; ep replaces the MoE all-reduce with all-to-all dispatch and
-      combine. ep > 1 needs an MoE model.
     """
 
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    attention_dp: int = 1
+
+    @property
+    def moe_group_gpus(self) -> int:
+        """Return the GPUs one MoE layer is sharded over (tp × attention_dp)."""
+        return self.tp * self.attention_dp
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.attention_dp * self.pp
+
+    def experts_per_gpu(self, model: ModelShape) -> int:
+        """Return routed experts on the busiest GPU of the expert-parallel group."""
+        return math.ceil(model.num_experts / self.ep)
 
     def kv_heads_per_gpu(self, model: ModelShape) -> int:
         """Return KV heads per TP rank (at least one: heads are replicated past tp = n_kv)."""
@@ -41,8 +57,13 @@ class Parallelism:
         return math.ceil(model.num_layers / self.pp)
 
     def check_divides(self, model: ModelShape) -> None:
-        """Raise InvalidLayoutError when this layout cannot run the model."""
-        for name, value in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep)):
+        """Raise InvalidLayoutError, naming the degree and the limit, if this layout cannot run."""
+        for name, value in (
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("ep", self.ep),
+            ("attention_dp", self.attention_dp),
+        ):
             if value < 1:
                 raise InvalidLayoutError(f"{name} must be at least 1, got {value}")
         if model.num_heads % self.tp:
@@ -59,16 +80,23 @@ class Parallelism:
             raise InvalidLayoutError(
                 f"pp={self.pp} exceeds num_layers={model.num_layers} of {model.id}"
             )
+        if self.attention_dp > 1 and not model.is_moe:
+            raise InvalidLayoutError(
+                f"attention_dp={self.attention_dp} needs an MoE model; {model.id} is dense "
+                "(run independent replicas instead)"
+            )
         if self.ep > 1:
             if not model.is_moe:
                 raise InvalidLayoutError(f"ep={self.ep} needs an MoE model; {model.id} is dense")
-            if model.num_experts % self.ep:
+            if self.ep > model.num_experts:
                 raise InvalidLayoutError(
-                    f"ep={self.ep} must divide num_experts={model.num_experts} of {model.id}"
+                    f"ep={self.ep} exceeds num_experts={model.num_experts} of {model.id}"
                 )
-            if self.tp % self.ep:
+            group = self.moe_group_gpus
+            if group % self.ep:
                 raise InvalidLayoutError(
-                    f"ep={self.ep} must divide tp={self.tp}: experts are sharded over the TP group"
+                    f"ep={self.ep} must divide tp × attention_dp = {group}: experts are sharded "
+                    "over the GPUs of the MoE group (raise attention_dp for ep > tp)"
                 )
 
 

@@ -21,7 +21,13 @@ import numpy.typing as npt
 
 from service.engine.calibration.intervals import ResidualQuantiles, interval
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
-from service.engine.errors import EngineError, InvalidLayoutError, UnsupportedDtypeError
+from service.engine.errors import (
+    ContextWindowError,
+    EngineError,
+    InvalidLayoutError,
+    UnsupportedDtypeError,
+    check_context,
+)
 from service.engine.estimate import EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
@@ -47,6 +53,7 @@ DOES_NOT_FIT = "does_not_fit"
 MISSES_TTFT = "misses_ttft"
 MISSES_TPOT = "misses_tpot"
 MISSES_SLO = "misses_slo"
+EXCEEDS_CONTEXT = "exceeds_context"
 
 
 class UpperBound(Protocol):
@@ -231,24 +238,42 @@ def layouts(
     tp: Sequence[int] | None = None,
     pp: Sequence[int] | None = None,
     ep: Sequence[int] | None = None,
+    attention_dp: Sequence[int] | None = None,
 ) -> list[Parallelism]:
-    """Return the layouts to try: tp × pp × ep within the GPU limit (ep ≤ tp).
+    """Return the layouts to try: tp × attention_dp × pp × ep within the GPU limit.
 
-    Defaults: tp in powers of two, pp = 1 (pipeline stages lengthen every step, so serving
-    rarely wants them), ep ∈ {1, tp} for MoE models and 1 for dense ones. Layouts that do not
-    divide the model are kept so the plan can say why they were rejected.
+    Defaults: tp in powers of two; pp = 1 (pipeline stages lengthen every step, so serving
+    rarely wants them); for MoE models attention_dp in powers of two and the GPU limit itself
+    (72 for an NVL72 rack) with tp × attention_dp within it, and ep ∈ {1, tp} without attention
+    DP, {1, tp × attention_dp} (wide EP over the whole MoE group) with it; dense models keep
+    attention_dp = ep = 1. Layouts that do not divide the model are kept so the plan can say
+    why they were rejected.
     """
-    tps = list(tp) if tp else [2**i for i in range(max_gpus_per_replica.bit_length())]
+    limit = max_gpus_per_replica
+    powers = [2**i for i in range(limit.bit_length())]
+    tps = list(tp) if tp else powers
     pps = list(pp) if pp else [1]
+    if attention_dp:
+        adps = list(attention_dp)
+    elif model.is_moe:
+        adps = [*powers, limit]
+    else:
+        adps = [1]
     out: list[Parallelism] = []
     for t in sorted(set(tps)):
-        for p in sorted(set(pps)):
-            if t * p > max_gpus_per_replica:
-                continue
-            eps = list(ep) if ep else ([1, t] if model.is_moe else [1])
-            for e in sorted(set(eps)):
-                if e <= t:
-                    out.append(Parallelism(tp=t, pp=p, ep=e))
+        for a in sorted(set(adps)):
+            for p in sorted(set(pps)):
+                if t * a * p > limit:
+                    continue
+                if ep:
+                    eps = list(ep)
+                elif model.is_moe:
+                    eps = [1, t * a]
+                else:
+                    eps = [1]
+                for e in sorted(set(eps)):
+                    if e <= t * a:
+                        out.append(Parallelism(tp=t, pp=p, ep=e, attention_dp=a))
     return out
 
 
@@ -298,6 +323,15 @@ def pareto_mask(x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.bool_]:
 def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
     """Return a rejection for a candidate that cannot run, else its memory limit on requests."""
     c = candidate
+    try:
+        check_context(
+            "input_tokens + output_tokens",
+            question.input_tokens + question.output_tokens,
+            c.model.max_context_tokens,
+            c.model.id,
+        )
+    except ContextWindowError as exc:
+        return Rejection(c, EXCEEDS_CONTEXT, str(exc))
     try:
         c.parallelism.check_divides(c.model)
     except InvalidLayoutError as exc:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
-from service.engine.errors import EngineError
+from service.engine.errors import EngineError, check_context
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.operators import (
@@ -162,6 +162,9 @@ def analyze_intensity(
         raise EngineError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
     if batch_size < 1 or context_tokens < 1:
         raise EngineError("batch_size and context_tokens must be at least 1")
+    # A decode step adds one token after the cached ones.
+    tokens = context_tokens + (1 if phase == "decode" else 0)
+    check_context("context_tokens", tokens, model.max_context_tokens, model.id)
     if phase == "decode":
         step = decode_step(
             model,

@@ -60,6 +60,7 @@ ACCELERATOR_FIELDS = (
     "peak_tflops",
     "measured_matmul_tflops",
     "interconnect_gb_s",
+    "topology",
     "tdp_w",
     "price_usd_per_hour",
     "price",

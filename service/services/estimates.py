@@ -118,7 +118,12 @@ def _target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
             "kv_cache": used.kv_cache,
             "weights_source": target.precision.weights_source,
         },
-        "parallelism": {"tp": layout.tp, "pp": layout.pp, "ep": layout.ep},
+        "parallelism": {
+            "tp": layout.tp,
+            "pp": layout.pp,
+            "ep": layout.ep,
+            "attention_dp": layout.attention_dp,
+        },
     }
 
 

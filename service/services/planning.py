@@ -63,6 +63,7 @@ class PlanSpec:
     tp: tuple[int, ...] | None = None
     pp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
+    attention_dp: tuple[int, ...] | None = None
     mode: str | None = None
     price_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     backend: str | None = None
@@ -105,7 +106,7 @@ def _precision(p: Precision) -> dict[str, str]:
 @functools.lru_cache(maxsize=256)
 def _parallelism(par: Parallelism) -> dict[str, int]:
     """Return a layout's JSON (memoised: answers share these dicts, never modify them)."""
-    return {"tp": par.tp, "pp": par.pp, "ep": par.ep}
+    return {"tp": par.tp, "pp": par.pp, "ep": par.ep, "attention_dp": par.attention_dp}
 
 
 def _layout(c: Candidate) -> dict[str, int]:
@@ -260,7 +261,12 @@ class PlanningService:
             price = spec.price_usd_per_hour.get(acc.id)
             for model in models:
                 for layout in layouts(
-                    model, spec.max_gpus_per_replica, tp=spec.tp, pp=spec.pp, ep=spec.ep
+                    model,
+                    spec.max_gpus_per_replica,
+                    tp=spec.tp,
+                    pp=spec.pp,
+                    ep=spec.ep,
+                    attention_dp=spec.attention_dp,
                 ):
                     for precision in dict.fromkeys(spec.precisions):
                         candidates.append(

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from service.db.models import AcceleratorRow, ModelRow
-from service.engine.hardware import Accelerator
+from service.engine.hardware import Accelerator, topology_from_mapping
 from service.engine.shapes import ModelShape
 from service.services.errors import FieldError
 
@@ -82,6 +82,7 @@ def accelerator_to_dict(row: AcceleratorRow | Row[Any]) -> dict[str, Any]:
         },
         "measured_matmul_tflops": _measured(row),
         "interconnect_gb_s": float(row.interconnect_gb_s),
+        "topology": row.topology,
         "tdp_w": _float_or_none(row.tdp_w),
         "price_usd_per_hour": _float_or_none(row.price_usd_per_hour),
         "price": row.price,
@@ -140,6 +141,7 @@ def accelerator_from_row(row: AcceleratorRow) -> Accelerator:
             "field_sources": dict(row.field_sources),
         },
         measured_matmul_tflops=_measured(row) or {},
+        topology=topology_from_mapping(row.topology),
     )
 
 

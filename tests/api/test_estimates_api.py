@@ -297,3 +297,54 @@ def test_native_weights_by_default_and_explicit_dtype_wins(client: TestClient) -
     oss = post(client, model="gpt-oss-120b", batch_sizes=[1])
     assert oss["precision"]["weights"] == "fp4"
     assert oss["points"][0]["memory"]["fits"] is True
+
+
+@pytest.mark.parametrize(
+    ("model", "input_tokens", "limit"),
+    [("llama-3-8b", 16384, 8192), ("llama-3.1-8b", 200_000, 131072), ("gemma-2-9b", 100_000, 8192)],
+)
+def test_prompt_past_the_context_window_is_a_422_naming_the_limit(
+    client: TestClient, model: str, input_tokens: int, limit: int
+) -> None:
+    response = client.post(
+        "/v1/estimates", json=body(model=model, input_tokens=input_tokens, output_tokens=128)
+    )
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["errors"][0]["field"] == "input_tokens"
+    assert f"max_context_tokens={limit}" in problem["errors"][0]["message"]
+    assert str(input_tokens + 128) in problem["errors"][0]["message"]
+    # Exactly at the window is accepted: limit − 128 prompt tokens + 128 output tokens.
+    post(client, model=model, input_tokens=limit - 128, output_tokens=128, batch_sizes=[1])
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "parallelism", "gpus"),
+    [
+        ("h200-sxm", {"tp": 8}, 8),
+        ("h200-sxm", {"attention_dp": 8, "ep": 8}, 8),
+        ("gb200", {"attention_dp": 72, "ep": 72}, 72),
+    ],
+)
+def test_deepseek_v3_layouts_are_estimable(
+    client: TestClient, accelerator: str, parallelism: dict[str, int], gpus: int
+) -> None:
+    answer = post(
+        client, model="deepseek-v3", accelerator=accelerator, parallelism=parallelism,
+        batch_sizes=[1, 64], mode="serving",
+    )  # fmt: skip
+    assert answer["gpus_per_replica"] == gpus
+    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1, **parallelism}
+    assert all(p["memory"]["fits"] for p in answer["points"])
+    EstimateResponse.model_validate(answer)
+
+
+def test_wide_ep_without_attention_dp_is_a_422_naming_ep(client: TestClient) -> None:
+    response = client.post(
+        "/v1/estimates",
+        json=body(model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8, "ep": 16}),
+    )
+    assert response.status_code == 422
+    error = response.json()["errors"][0]
+    assert error["field"] == "parallelism.ep"
+    assert "tp × attention_dp = 8" in error["message"]

@@ -47,7 +47,7 @@ def test_contract_fields_and_defaults(client: TestClient) -> None:
         "kv_cache": "bf16",
         "weights_source": "native",  # no weights dtype asked: llama ships bf16
     }
-    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1}
+    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1}
     assert answer["calibration"] is None
     assert isinstance(answer["critical_batch_size"], int)
     assert set(answer["total"]) >= ROW_FIELDS
@@ -173,3 +173,15 @@ def test_unknown_ids_are_404(client: TestClient, overrides: dict[str, Any], need
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/problem+json")
     assert needle in response.json()["detail"]
+
+
+def test_decode_past_the_context_window_is_a_422(client: TestClient) -> None:
+    # Llama-3-8B holds 8192 tokens: a decode step after 8192 cached tokens would be the 8193rd.
+    request = {"model": "llama-3-8b", "accelerator": "h100-sxm", "context_tokens": 8192}
+    response = client.post("/v1/intensity", json=request)
+    assert response.status_code == 422
+    error = response.json()["errors"][0]
+    assert error["field"] == "context_tokens"
+    assert "max_context_tokens=8192" in error["message"]
+    ok = client.post("/v1/intensity", json={**request, "context_tokens": 8191})
+    assert ok.status_code == 200

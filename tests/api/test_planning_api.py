@@ -203,3 +203,32 @@ def test_unknown_ids_are_404(client: TestClient, override: dict[str, Any]) -> No
     response = client.post("/v1/plans", json=plan_body(**override))
     assert response.status_code == 404
     assert response.json()["status"] == 404
+
+
+@pytest.mark.parametrize(("accelerator", "gpus"), [("h200-sxm", 8), ("gb200", 72)])
+def test_deepseek_v3_plan_searches_attention_dp_and_wide_ep(
+    client: TestClient, accelerator: str, gpus: int
+) -> None:
+    body = plan_body(
+        models=["deepseek-v3"],
+        accelerators=[accelerator],
+        precisions=[{}],  # native: the fp8 checkpoint
+        max_gpus_per_replica=gpus,
+        slo={"ttft_ms_max": 10_000, "tpot_ms_max": 200},
+        objective="max_throughput_per_gpu",
+        requests_per_s=None,
+        price_usd_per_hour={},
+    )
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    found = {
+        (c["parallelism"]["tp"], c["parallelism"]["attention_dp"], c["parallelism"]["ep"])
+        for c in answer["configurations"]
+    }
+    assert all(c["precision"]["weights"] == "fp8" for c in answer["configurations"])
+    # Attention DP over the whole replica with wide EP (ep > tp) is among the answers.
+    assert (1, gpus, gpus) in found
+    # The layouts that cannot run are listed with the reason.
+    skipped = [r for r in answer["rejected"] if r["code"] == "invalid_layout"]
+    assert all("layout does not divide the model" in r["reason"] for r in skipped)

@@ -55,3 +55,29 @@ def test_capacity_reads_the_decimal_figure_once(
 ) -> None:
     # 1 GB = 1e9 bytes; Trainium's 32 GiB label is stored converted (34.36 GB) and read once.
     assert catalog[accelerator_id].memory_bytes == pytest.approx(capacity_bytes)
+
+
+@pytest.mark.parametrize(
+    ("accelerator_id", "peers", "gb_s"),
+    [
+        # Bridges pair two GPUs; a TP4/TP8 collective crosses PCIe (Gen5 63, Gen4 32 GB/s).
+        ("h100-pcie", 2, 300.0),
+        ("h100-pcie", 4, 63.0),
+        ("h100-nvl", 8, 63.0),
+        ("a100-pcie-80gb", 2, 300.0),
+        ("a100-pcie-80gb", 8, 32.0),
+        # A switchless xGMI mesh: one 64 GB/s link per peer, N − 1 of them, at most 448.
+        ("mi300x", 2, 64.0),
+        ("mi300x", 4, 192.0),
+        ("mi300x", 8, 448.0),
+        # NVSwitch: the full rate to any peer in the 8-GPU board; beyond it the network.
+        ("h100-sxm", 8, 450.0),
+        ("h100-sxm", 16, 50.0),
+        # NVL72: one domain of 72 GPUs.
+        ("gb200", 72, 900.0),
+    ],
+)
+def test_link_bandwidth_by_topology_and_degree(
+    catalog: dict[str, Accelerator], accelerator_id: str, peers: int, gb_s: float
+) -> None:
+    assert catalog[accelerator_id].link_bytes_s(peers) == pytest.approx(gb_s * 1e9)

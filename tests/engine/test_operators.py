@@ -239,3 +239,40 @@ def test_sliding_window_caps_attention(h100: Accelerator) -> None:
         1000 * per_token_all_layers
     )
     assert attention_flops(9000) - attention_flops(8000) == pytest.approx(1000 * per_token_global)
+
+
+def test_mla_prefill_runs_un_absorbed_and_decode_absorbed(
+    dsv3: ModelShape, h200: Accelerator
+) -> None:
+    tp, t = 8, 8192.0
+    heads = 128 / tp
+    layers = 61
+    prefill = prefill_step(
+        dsv3,
+        h200,
+        batch_size=1.0,
+        input_tokens=t,
+        precision=Precision(weights="fp8"),
+        parallelism=Parallelism(tp=tp),
+        params=DEFAULT_EFFICIENCY,
+    )
+    attention = next(r for r in prefill.rows if r.name == "attention")
+    # Un-absorbed: 2 · n_h/tp · (qk_nope + rope + v_head = 128 + 64 + 128) · T(T+1)/2 per layer.
+    pairs = t * (t + 1) / 2
+    assert float(attention.flops) == pytest.approx(2 * heads * 320 * pairs * layers, rel=1e-12)
+    # (The absorbed form, 576 + 512 = 1088 wide, would have been 3.4× these FLOPs.)
+    # No earlier chunk, so no cached latent to up-project.
+    up = next(r for r in prefill.rows if r.name == "mla_context_up_projection")
+    assert float(up.flops) == 0.0
+    decode = decode_step(
+        dsv3,
+        h200,
+        batch_size=4.0,
+        context_tokens=1000.0,
+        precision=Precision(weights="fp8"),
+        parallelism=Parallelism(tp=tp),
+        params=DEFAULT_EFFICIENCY,
+    )
+    attention = next(r for r in decode.rows if r.name == "attention")
+    # Absorbed decode: 2 · B · n_h/tp · (576 + 512) · (S + 1) keys, reading the 576-value latent.
+    assert float(attention.flops) == pytest.approx(2 * 4 * heads * 1088 * 1001 * layers)

@@ -15,6 +15,7 @@ from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
 from service.engine.planning import (
     DOES_NOT_FIT,
+    EXCEEDS_CONTEXT,
     INVALID_LAYOUT,
     MISSES_TPOT,
     MISSES_TTFT,
@@ -178,8 +179,15 @@ def test_layouts_respect_the_gpu_limit(llama8b: ModelShape, dsv3: ModelShape) ->
     dense = layouts(llama8b, 8)
     assert [(p.tp, p.pp, p.ep) for p in dense] == [(1, 1, 1), (2, 1, 1), (4, 1, 1), (8, 1, 1)]
     moe = layouts(dsv3, 4, pp=[1, 2])
-    assert all(p.gpus_per_replica <= 4 and p.ep <= p.tp for p in moe)
+    assert all(p.gpus_per_replica <= 4 and p.ep <= p.moe_group_gpus for p in moe)
     assert Parallelism(tp=4, pp=1, ep=4) in moe and Parallelism(tp=2, pp=2, ep=2) in moe
+    # Attention DP with wide EP over the whole MoE group (ep > tp).
+    assert Parallelism(tp=1, ep=4, attention_dp=4) in moe
+    assert Parallelism(tp=2, ep=4, attention_dp=2) in moe
+    # An NVL72 limit adds the 72-GPU group: attention-DP 72 × EP 72.
+    rack = layouts(dsv3, 72)
+    assert Parallelism(tp=1, ep=72, attention_dp=72) in rack
+    assert all(p.gpus_per_replica <= 72 for p in rack)
 
 
 def test_pareto_mask_matches_pairwise_dominance() -> None:
@@ -379,3 +387,14 @@ def test_questions_are_validated() -> None:
     with pytest.raises(EngineError, match="tpot_ms_max"):
         PlanQuestion(1024, 128, slo=Slo(tpot_ms_max=-1.0)).validate()
     assert "max_throughput_per_gpu" in OBJECTIVES
+
+
+def test_request_past_the_context_window_is_rejected_with_its_limit(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    short = dataclasses.replace(llama8b, max_context_tokens=8192)
+    result = plan([Candidate(short, h100)], PlanQuestion(input_tokens=8100, output_tokens=100))
+    assert result.configurations == ()
+    (rejection,) = result.rejected
+    assert rejection.code == EXCEEDS_CONTEXT
+    assert "8200 tokens" in rejection.reason and "max_context_tokens=8192" in rejection.reason

@@ -37,6 +37,7 @@ from service.api.schemas.analysis import (
     ProblemOut,
 )
 from service.engine.errors import (
+    ContextWindowError,
     EngineError,
     InvalidLayoutError,
     InvalidShapeError,
@@ -64,7 +65,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Heavy-work queue full or database unreachable; see Retry-After.",
     },
 }
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep)\b")
+_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
 INLINE_POINTS = 256
 
@@ -132,6 +133,8 @@ def engine_error_field(exc: EngineError) -> str:
         return f"parallelism.{match.group(1)}" if match else "parallelism"
     if isinstance(exc, UnsupportedDtypeError):
         return "precision"
+    if isinstance(exc, ContextWindowError):
+        return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
     return "body"
 
 
@@ -169,7 +172,9 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
         model=body.model,
         accelerator=body.accelerator,
         precision=Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache),
-        parallelism=Parallelism(tp=layout.tp, pp=layout.pp, ep=layout.ep),
+        parallelism=Parallelism(
+            tp=layout.tp, pp=layout.pp, ep=layout.ep, attention_dp=layout.attention_dp
+        ),
         backend=body.backend,
         calibration=body.calibration,
     )

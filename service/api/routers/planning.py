@@ -54,6 +54,7 @@ def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
         tp=ints(body.tp),
         pp=ints(body.pp),
         ep=ints(body.ep),
+        attention_dp=ints(body.attention_dp),
         mode=body.mode,
         price_usd_per_hour=dict(body.price_usd_per_hour),
         backend=body.backend,

@@ -38,6 +38,27 @@ class PriceInfo(BaseModel):
     source: str | None = None
 
 
+class TopologyIn(BaseModel):
+    """Where an accelerator's peers are and each link's rate per direction (GB/s, decimal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scale_up_domain_gpus: Annotated[int, Field(strict=True, ge=1, le=100_000)] = Field(
+        description="GPUs on the scale-up link (2 for a bridge pair, 8 HGX, 72 NVL72)."
+    )
+    scale_up_per_peer_gb_s: InterconnectGbS = Field(
+        default=0.0,
+        description="Switchless mesh (xGMI): one link's rate per peer; 0 for a switch.",
+    )
+    host_link_gb_s: InterconnectGbS = Field(
+        default=0.0, description="PCIe per direction, for peers outside the domain (0: 32)."
+    )
+    gpus_per_node: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 8
+    scale_out_gb_s: InterconnectGbS = Field(
+        default=0.0, description="Inter-node network per GPU per direction (0: unknown)."
+    )
+
+
 class AcceleratorFields(BaseModel):
     """Editable accelerator facts (dense peaks per dtype, decimal GB and GB/s)."""
 
@@ -55,6 +76,11 @@ class AcceleratorFields(BaseModel):
     )
     interconnect_gb_s: InterconnectGbS = Field(
         default=0.0, description="Per device, per direction."
+    )
+    topology: TopologyIn | None = Field(
+        default=None,
+        description="Links by where the peers are; null: an 8-GPU domain when "
+        "interconnect_gb_s > 0, else PCIe only.",
     )
     tdp_w: PowerW | None = None
     price_usd_per_hour: PriceUsdPerHour | None = None
@@ -114,6 +140,7 @@ class Accelerator(BaseModel):
     peak_tflops: dict[str, float]
     measured_matmul_tflops: dict[str, float] | None = None
     interconnect_gb_s: float
+    topology: dict[str, float] | None = None
     tdp_w: float | None
     price_usd_per_hour: float | None
     price: PriceInfo | None

@@ -56,13 +56,19 @@ class PrecisionOut(BaseModel):
 
 
 class ParallelismIn(BaseModel):
-    """Tensor, pipeline and expert parallel degrees of one replica."""
+    """Tensor, pipeline, expert and attention-data parallel degrees of one replica.
+
+    A replica spans tp × attention_dp × pp GPUs. attention_dp (MoE models) replicates attention
+    on attention_dp ranks of tp GPUs and shards the MoE layers over all tp × attention_dp GPUs;
+    ep (≤ num_experts, dividing tp × attention_dp) may then exceed tp (wide EP).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     tp: Degree = 1
     pp: Degree = 1
     ep: Degree = 1
+    attention_dp: Degree = 1
 
 
 class AnalysisRequest(BaseModel):

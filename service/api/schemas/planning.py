@@ -20,7 +20,7 @@ from service.api.schemas.common import Slug
 MAX_MODELS = 8
 MAX_ACCELERATORS = 64
 MAX_PRECISIONS = 8
-MAX_GPUS_PER_REPLICA = 64
+MAX_GPUS_PER_REPLICA = 576  # eight NVL72 racks: wide-EP replicas span racks
 
 Objective = Literal[
     "max_throughput_per_gpu",
@@ -102,7 +102,16 @@ class PlanRequest(BaseModel):
     )
     pp: list[Degree] | None = Field(default=None, max_length=16, description="Default: [1].")
     ep: list[Degree] | None = Field(
-        default=None, max_length=16, description="Default: [1, tp] for MoE models, else [1]."
+        default=None,
+        max_length=16,
+        description="Default for MoE models: [1, tp] without attention DP, [1, tp × "
+        "attention_dp] with it; [1] for dense models.",
+    )
+    attention_dp: list[Degree] | None = Field(
+        default=None,
+        max_length=16,
+        description="Attention data-parallel ranks. Default for MoE models: powers of two and "
+        "max_gpus_per_replica (tp × attention_dp within it); [1] for dense models.",
     )
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
     price_usd_per_hour: dict[Slug, Price] = Field(

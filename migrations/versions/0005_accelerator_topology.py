@@ -1,0 +1,26 @@
+"""Accelerator interconnect topology (scale-up domain, per-peer link, host link, network; JSON).
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-12-01
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0005"
+down_revision: str | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("accelerators") as batch:
+        batch.add_column(sa.Column("topology", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("accelerators") as batch:
+        batch.drop_column("topology")

@@ -1,0 +1,102 @@
+"""Attention data parallel, wide expert parallel: memory by hand, validation, estimability."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+from service.engine.errors import InvalidLayoutError
+from service.engine.estimate import estimate
+from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
+from service.engine.precision import NATIVE, Precision
+from service.engine.shapes import ModelShape
+
+NATIVE_PRECISION = Precision(weights=NATIVE)
+
+
+@pytest.fixture(scope="module")
+def accelerators() -> dict[str, Accelerator]:
+    return {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, ModelShape]:
+    return {str(r["id"]): model_from_record(r) for r in load_model_records()}
+
+
+def test_deepseek_attention_dp8_ep8_weights_by_hand(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    ds = models["deepseek-v3"]
+    layout = Parallelism(tp=1, attention_dp=8, ep=8)
+    r = estimate(
+        ds,
+        accelerators["h200-sxm"],
+        precision=NATIVE_PRECISION,
+        parallelism=layout,
+        input_tokens=1000,
+        output_tokens=1000,
+        batch_sizes=[64],
+    )
+    assert r.gpus_per_replica == 8
+    # Routed experts: 58 layers × 256 × 44.04M = 653.9B over 8 GPUs; attention (61 × 187.1M),
+    # 3 dense FFNs (396.4M each) and 58 shared experts (44.04M) replicated on every rank,
+    # all fp8 (+ 4/16384 B of block scales); embeddings + LM head (2 × 0.927B) and routers
+    # (0.106B) whole in bf16.
+    experts = 58 * 256 * 44.04e6 / 8
+    replicated = 61 * 187.1e6 + 3 * 396.4e6 + 58 * 44.04e6
+    hand = (experts + replicated) * (1 + 4 / 16384) + (2 * 0.927e9 + 0.106e9) * 2
+    assert r.weights_gb[0] == pytest.approx(hand / 1e9, rel=0.005)
+    assert r.fits[0]
+    # Each rank caches its own 1/8 of the sequences: the replica holds 8 × one rank's room.
+    assert r.max_batch_size % 8 == 0
+
+
+def test_ep72_on_nvl72_is_estimable_and_holds_four_experts_per_gpu(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    ds = models["deepseek-v3"]
+    layout = Parallelism(tp=1, attention_dp=72, ep=72)
+    assert layout.experts_per_gpu(ds) == 4  # ceil(256 / 72): 288 slots
+    r = estimate(
+        ds,
+        accelerators["gb200"],
+        precision=NATIVE_PRECISION,
+        parallelism=layout,
+        input_tokens=1000,
+        output_tokens=1000,
+        batch_sizes=[512],
+        mode="serving",
+    )
+    assert r.gpus_per_replica == 72
+    experts = 58 * 4 * 44.04e6
+    replicated = 61 * 187.1e6 + 3 * 396.4e6 + 58 * 44.04e6
+    hand = (experts + replicated) * (1 + 4 / 16384) + (2 * 0.927e9 + 0.106e9) * 2
+    assert r.weights_gb[0] == pytest.approx(hand / 1e9, rel=0.005)
+    assert r.fits[0] and r.tpot_ms[0] > 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        (Parallelism(tp=8, ep=16), "ep=16 must divide tp × attention_dp = 8"),
+        (Parallelism(tp=72), "tp=72 must divide num_heads=128"),
+        (Parallelism(tp=1, attention_dp=8, ep=512), "ep=512 exceeds num_experts=256"),
+    ],
+)
+def test_impossible_layouts_name_the_degree_and_limit(
+    models: dict[str, ModelShape], layout: Parallelism, message: str
+) -> None:
+    with pytest.raises(InvalidLayoutError, match=message.replace("×", ".")):
+        layout.check_divides(models["deepseek-v3"])
+
+
+def test_attention_dp_needs_an_moe_model(models: dict[str, ModelShape]) -> None:
+    with pytest.raises(InvalidLayoutError, match="attention_dp=2 needs an MoE model"):
+        Parallelism(attention_dp=2).check_divides(models["llama-3.1-8b"])
