@@ -5,6 +5,7 @@ Both clients execute these, so request building and response parsing live only h
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -39,6 +40,7 @@ class Call(Generic[T]):
     json: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     idempotent: bool = True
+    content: bytes | None = None  # a body already encoded (then ``json`` is unused)
 
 
 Page = tuple[list[ItemT], str | None]
@@ -209,7 +211,18 @@ def import_hf_model(
 ) -> Call[Model]:
     """POST /v1/models/import with a Hugging Face config.json."""
     body = {"id": model_id, "hf_config": dict(hf_config), **fields}
-    return Call("POST", "/v1/models/import", _as(Model), json=body, idempotent=False)
+    # Hugging Face configs may hold Infinity or NaN (Python's json writes them, and the API reads
+    # them): send the config as it is, so that the server answers as it would to curl (a 422
+    # naming the key when the value matters, else the import).
+    content = json.dumps(body, allow_nan=True).encode()
+    return Call(
+        "POST",
+        "/v1/models/import",
+        _as(Model),
+        content=content,
+        headers={"Content-Type": "application/json"},
+        idempotent=False,
+    )
 
 
 # Analysis and planning (pure computations: safe to repeat) ------------------------------------

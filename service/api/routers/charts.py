@@ -10,10 +10,23 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from service.api.deps import ReadAccess, SessionDep
+from service.api.query_patterns import SLUG, comma_list, int_list, slug_list
 from service.api.routers.planning import get_planning, plan_spec
-from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
+from service.api.schemas.analysis import (
+    BACKEND_PATTERN,
+    MAX_BATCH_SIZE,
+    MAX_TOKENS,
+    ActivationDtype,
+)
 from service.api.schemas.common import Dtype
-from service.api.schemas.planning import PlanRequest
+from service.api.schemas.planning import (
+    MAX_ACCELERATORS,
+    MAX_GPUS_PER_REPLICA,
+    MAX_PRECISIONS,
+    Objective,
+    PlanRequest,
+    WorkloadId,
+)
 from service.charts.frontier import frontier_chart
 from service.charts.render import MEDIA_TYPES, ChartFormat, render
 from service.charts.roofline import roofline_chart
@@ -37,12 +50,29 @@ router = APIRouter(prefix="/v1/charts", tags=["charts"])
 MAX_ROOFLINE_BATCHES = 8
 MAX_SWEEP_POINTS = 64
 MAX_FRONTIER_MODELS = 4
+MAX_FRONTIER_TP = 16
+MAX_DEGREE = 1024
+_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|int4|fp4)"
+_ACTIVATION_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|fp4)"
+PRECISION_LIST = comma_list(f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE})?)?", MAX_PRECISIONS)
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
 
-Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
 Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
-Degree = Annotated[int, Query(ge=1, le=1024)]
+Degree = Annotated[int, Query(ge=1, le=MAX_DEGREE)]
+CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100)]
+BackendQuery = Annotated[str | None, Query(max_length=50, pattern=BACKEND_PATTERN)]
+
+
+def batch_sizes_query(most: int, default: str) -> Any:
+    """Return the Query of a comma-separated batch-size list (1..MAX_BATCH_SIZE, ``most`` items)."""
+    return Query(
+        pattern=int_list(1, MAX_BATCH_SIZE, most),
+        description=f"Comma-separated, 1 to {most} integers in 1..{MAX_BATCH_SIZE} ({default}).",
+    )
+
+
 CHART_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "content": {media: {} for media in MEDIA_TYPES.values()},
@@ -134,7 +164,7 @@ def roofline(
     analysis: AnalysisDep,
     accelerator: Slug,
     model: Slug,
-    batch_sizes: Annotated[str, Query(max_length=200)] = "1,64,512",
+    batch_sizes: Annotated[str, batch_sizes_query(MAX_ROOFLINE_BATCHES, "1,64,512")] = "1,64,512",
     phase: Literal["prefill", "decode", "both"] = "decode",
     context_tokens: Annotated[
         int,
@@ -150,8 +180,8 @@ def roofline(
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
-    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
-    backend: Annotated[str | None, Query(max_length=50)] = None,
+    calibration: CalibrationQuery = "auto",
+    backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw the accelerator's roofline with the model's operators at the chosen batch sizes."""
@@ -179,15 +209,17 @@ def sweep(
     input_tokens: Tokens = 1024,
     output_tokens: Tokens = 256,
     mode: Literal["static", "serving"] = "serving",
-    batch_sizes: Annotated[str, Query(max_length=400)] = DEFAULT_SWEEP_BATCHES,
+    batch_sizes: Annotated[
+        str, batch_sizes_query(MAX_SWEEP_POINTS, "1,2,4,8")
+    ] = DEFAULT_SWEEP_BATCHES,
     weights: Dtype = "bf16",
     activations: ActivationDtype = "bf16",
     kv_cache: Dtype = "bf16",
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
-    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
-    backend: Annotated[str | None, Query(max_length=50)] = None,
+    calibration: CalibrationQuery = "auto",
+    backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked."""
@@ -225,33 +257,91 @@ def _precision_list(raw: str) -> list[dict[str, str]]:
     return items
 
 
-@router.get("/frontier", responses=CHART_RESPONSES, dependencies=[ReadAccess])
+MODEL_LIST = slug_list(MAX_FRONTIER_MODELS)
+ACCELERATOR_LIST = slug_list(MAX_ACCELERATORS)
+# `model` and `accelerator` are documented by hand (below) so that `model` can be required in
+# the document while the older names `models` / `accelerators` keep working as hidden aliases.
+FRONTIER_PARAMETERS: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "model",
+            "in": "query",
+            "required": True,
+            "description": f"Comma-separated model ids (1 to {MAX_FRONTIER_MODELS}); also "
+            "accepted as `models`.",
+            "schema": {"type": "string", "pattern": MODEL_LIST},
+        },
+        {
+            "name": "accelerator",
+            "in": "query",
+            "required": False,
+            "description": f"Comma-separated accelerator ids (up to {MAX_ACCELERATORS}; default: "
+            "the catalog); also accepted as `accelerators`.",
+            "schema": {"type": "string", "pattern": ACCELERATOR_LIST},
+        },
+    ]
+}
+HiddenModels = Annotated[str | None, Query(pattern=MODEL_LIST, include_in_schema=False)]
+HiddenAccelerators = Annotated[str | None, Query(pattern=ACCELERATOR_LIST, include_in_schema=False)]
+
+
+def _one_of(field: str, value: str | None, alias: str, alias_value: str | None) -> str | None:
+    """Return the value given under ``field`` or its older name ``alias`` (not both)."""
+    if value is not None and alias_value is not None:
+        raise FieldError(field, f"give {field} or its older name {alias}, not both")
+    return value if value is not None else alias_value
+
+
+@router.get(
+    "/frontier",
+    responses=CHART_RESPONSES,
+    dependencies=[ReadAccess],
+    openapi_extra=FRONTIER_PARAMETERS,
+)
 def frontier(
     planning: PlanningDep,
-    models: Annotated[str, Query(max_length=400, description="Comma-separated model ids.")],
-    accelerators: Annotated[
-        str | None, Query(max_length=2000, description="Comma-separated; default: the catalog.")
+    model: HiddenModels = None,
+    models: HiddenModels = None,
+    accelerator: HiddenAccelerators = None,
+    accelerators: HiddenAccelerators = None,
+    workload: Annotated[
+        WorkloadId | None, Query(description="A preset id (GET /v1/workloads).")
     ] = None,
-    workload: Annotated[str | None, Query(max_length=50)] = None,
-    input_tokens: Annotated[int | None, Query()] = None,
-    output_tokens: Annotated[int | None, Query()] = None,
-    ttft_ms_max: Annotated[float | None, Query()] = None,
-    tpot_ms_max: Annotated[float | None, Query()] = None,
-    objective: Annotated[str | None, Query(max_length=50)] = None,
-    requests_per_s: Annotated[float | None, Query()] = None,
+    input_tokens: Tokens | None = None,
+    output_tokens: Tokens | None = None,
+    ttft_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    tpot_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    objective: Objective | None = None,
+    requests_per_s: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
     precisions: Annotated[
-        str | None, Query(max_length=400, description="e.g. bf16,fp8/fp8 (weights/activations).")
+        str | None,
+        Query(
+            pattern=PRECISION_LIST,
+            description="Comma-separated weights[/activations[/kv_cache]] dtypes, e.g. "
+            "bf16,fp8/fp8.",
+        ),
     ] = None,
-    max_gpus_per_replica: Annotated[int | None, Query()] = None,
-    tp: Annotated[str | None, Query(max_length=100, description="e.g. 1,2,4,8")] = None,
-    mode: Annotated[str | None, Query(max_length=20)] = None,
-    backend: Annotated[str | None, Query(max_length=50)] = None,
-    calibration: Annotated[str | None, Query(max_length=100)] = None,
+    max_gpus_per_replica: Annotated[int | None, Query(ge=1, le=MAX_GPUS_PER_REPLICA)] = None,
+    tp: Annotated[
+        str | None,
+        Query(
+            pattern=int_list(1, MAX_GPUS_PER_REPLICA, MAX_FRONTIER_TP),
+            description=f"Comma-separated tensor-parallel degrees in 1..{MAX_GPUS_PER_REPLICA}, "
+            "e.g. 1,2,4,8.",
+        ),
+    ] = None,
+    mode: Literal["static", "serving"] | None = None,
+    backend: BackendQuery = None,
+    calibration: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw tokens/s per user against tokens/s per GPU from the plan's frontier."""
+    model_ids = _one_of("model", model, "models", models)
+    if model_ids is None:
+        raise FieldError("model", "required: comma-separated model ids")
+    accelerator_ids = _one_of("accelerator", accelerator, "accelerators", accelerators)
     body: dict[str, Any] = {
-        "models": parse_slug_list("models", models, most=MAX_FRONTIER_MODELS),
+        "models": parse_slug_list("model", model_ids, most=MAX_FRONTIER_MODELS),
         "workload": workload,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -262,12 +352,16 @@ def frontier(
         "backend": backend,
         "calibration": calibration,
     }
-    if accelerators is not None:
-        body["accelerators"] = parse_slug_list("accelerators", accelerators, most=64)
+    if accelerator_ids is not None:
+        body["accelerators"] = parse_slug_list(
+            "accelerator", accelerator_ids, most=MAX_ACCELERATORS
+        )
     if precisions is not None:
         body["precisions"] = _precision_list(precisions)
     if tp is not None:
-        body["tp"] = parse_int_list("tp", tp, low=1, high=1024, most=16)
+        body["tp"] = parse_int_list(
+            "tp", tp, low=1, high=MAX_GPUS_PER_REPLICA, most=MAX_FRONTIER_TP
+        )
     slo = {
         name: value
         for name, value in (("ttft_ms_max", ttft_ms_max), ("tpot_ms_max", tpot_ms_max))

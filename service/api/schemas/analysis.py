@@ -20,11 +20,13 @@ ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
 Bound = Literal["memory", "compute", "communication"]
-BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
-Degree = Annotated[int, Field(ge=1, le=MAX_PARALLEL_DEGREE)]
+# strict: a JSON integer only (true or 1.5 is refused, not read as 1).
+BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE)]
+Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS)]
+Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE)]
 Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
-Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=50)]
+BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
 
 
 class PrecisionIn(BaseModel):
@@ -87,6 +89,7 @@ class EstimateRequest(AnalysisRequest):
     mode: Mode = "static"
     price_usd_per_hour: float | None = Field(
         default=None,
+        strict=True,
         ge=0,
         allow_inf_nan=False,
         description="Per-GPU price overriding the catalog's indicative price.",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
+from fastapi import Query
 from pydantic import BaseModel, Field, StringConstraints
+from pydantic.config import JsonDict
 
 Slug = Annotated[
     str,
@@ -12,6 +14,20 @@ Slug = Annotated[
 ]
 SourceUrl = Annotated[str, StringConstraints(pattern=r"^https?://\S+$", max_length=2000)]
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+# An opaque page cursor: unpadded URL-safe base64 (a length of 4n + 1 cannot occur).
+CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+Cursor = Annotated[
+    str | None,
+    Query(
+        min_length=2,
+        max_length=400,
+        pattern=CURSOR_PATTERN,
+        description="The `next_cursor` of the previous page.",
+    ),
+]
+
+# A request field the server ignores (it echoes a response field): clients need not send it.
+READ_ONLY: JsonDict = {"readOnly": True}
 
 ItemT = TypeVar("ItemT")
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from service.api.schemas.common import Dtype, Slug, SourceUrl
+from service.api.schemas.common import READ_ONLY, Dtype, Slug, SourceUrl
 from service.engine.errors import InvalidShapeError
 from service.engine.hf_import import shape_from_hf_config
 
@@ -96,13 +96,18 @@ class ModelFields(BaseModel):
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)
     field_sources: dict[str, list[str]] = Field(default_factory=dict)
-    # Read-only fields, accepted (and ignored) so a GET body can be sent back on PUT.
-    total_params: StrictCount | None = Field(default=None, exclude=True)
-    active_params: StrictCount | None = Field(default=None, exclude=True)
-    origin: str | None = Field(default=None, exclude=True)
-    version: StrictCount | None = Field(default=None, exclude=True)
-    created_at: str | None = Field(default=None, exclude=True)
-    updated_at: str | None = Field(default=None, exclude=True)
+    # Read-only fields (readOnly in the document), accepted and ignored so that a GET body
+    # can be sent back on PUT.
+    total_params: StrictCount | None = Field(
+        default=None, exclude=True, json_schema_extra=READ_ONLY
+    )
+    active_params: StrictCount | None = Field(
+        default=None, exclude=True, json_schema_extra=READ_ONLY
+    )
+    origin: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    version: StrictCount | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    created_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    updated_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
 
     @field_validator("vendor_stated_params")
     @classmethod
@@ -120,7 +125,9 @@ class ModelCreate(ModelFields):
 class ModelReplace(ModelFields):
     """Body of PUT /v1/models/{id}; ``id`` may be omitted but must match if given."""
 
-    id: Slug | None = None
+    id: Slug | None = Field(
+        default=None, json_schema_extra=READ_ONLY, description="The id in the path, if given."
+    )
 
 
 class ModelImport(BaseModel):
