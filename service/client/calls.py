@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -273,11 +273,17 @@ def workloads() -> Call[list[WorkloadOut]]:
 
 def calibrate(body: Body | None, fields: Mapping[str, Any]) -> Call[CalibrationProfile]:
     """POST /v1/calibrations (stores a profile: not repeated on connection errors)."""
-    return Call("POST", "/v1/calibrations", _json, json=to_json(body, fields), idempotent=False)
+    return Call(
+        "POST",
+        "/v1/calibrations",
+        _as(CalibrationProfile),
+        json=to_json(body, fields),
+        idempotent=False,
+    )
 
 
 def _profile(item: Any) -> CalibrationProfile:
-    return cast(CalibrationProfile, item)
+    return CalibrationProfile.model_validate(item)
 
 
 def list_calibrations(limit: int | None, filters: Mapping[str, Any]) -> Paged[CalibrationProfile]:
@@ -287,7 +293,7 @@ def list_calibrations(limit: int | None, filters: Mapping[str, Any]) -> Paged[Ca
 
 def get_calibration(calibration_id: str) -> Call[CalibrationProfile]:
     """GET /v1/calibrations/{id}."""
-    return Call("GET", f"/v1/calibrations/{_segment(calibration_id)}", _json)
+    return Call("GET", f"/v1/calibrations/{_segment(calibration_id)}", _as(CalibrationProfile))
 
 
 # Charts ---------------------------------------------------------------------------------------
