@@ -23,7 +23,6 @@ from service.api.schemas.planning import (
     MAX_ACCELERATORS,
     MAX_GPUS_PER_REPLICA,
     MAX_PRECISIONS,
-    Objective,
     PlanRequest,
     WorkloadId,
 )
@@ -281,6 +280,10 @@ FRONTIER_PARAMETERS: dict[str, Any] = {
         },
     ]
 }
+DEFAULT_FRONTIER_WORKLOAD = "chat"
+FrontierObjective = Literal[
+    "max_throughput_per_gpu", "min_cost_per_million_tokens", "max_concurrency_under_slo"
+]
 HiddenModels = Annotated[str | None, Query(pattern=MODEL_LIST, include_in_schema=False)]
 HiddenAccelerators = Annotated[str | None, Query(pattern=ACCELERATOR_LIST, include_in_schema=False)]
 
@@ -305,13 +308,20 @@ def frontier(
     accelerator: HiddenAccelerators = None,
     accelerators: HiddenAccelerators = None,
     workload: Annotated[
-        WorkloadId | None, Query(description="A preset id (GET /v1/workloads).")
+        WorkloadId | None,
+        Query(
+            description="A preset id (GET /v1/workloads). Default: chat when input_tokens or "
+            "output_tokens is left out."
+        ),
     ] = None,
     input_tokens: Tokens | None = None,
     output_tokens: Tokens | None = None,
     ttft_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
     tpot_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
-    objective: Objective | None = None,
+    objective: Annotated[
+        FrontierObjective | None,
+        Query(description="min_gpus_for_rate is a plan (POST /v1/plans), not a frontier."),
+    ] = None,
     requests_per_s: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
     precisions: Annotated[
         str | None,
@@ -340,6 +350,8 @@ def frontier(
     if model_ids is None:
         raise FieldError("model", "required: comma-separated model ids")
     accelerator_ids = _one_of("accelerator", accelerator, "accelerators", accelerators)
+    if workload is None and (input_tokens is None or output_tokens is None):
+        workload = DEFAULT_FRONTIER_WORKLOAD
     body: dict[str, Any] = {
         "models": parse_slug_list("model", model_ids, most=MAX_FRONTIER_MODELS),
         "workload": workload,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 from pydantic.config import JsonDict
 
 Slug = Annotated[
@@ -25,6 +25,19 @@ Cursor = Annotated[
         description="The `next_cursor` of the previous page.",
     ),
 ]
+
+
+def _json_integer(value: Any) -> Any:
+    """Read what JSON Schema calls an integer (1 or 1.0); refuse booleans and strings."""
+    if isinstance(value, bool | str):
+        raise ValueError("must be a JSON integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Put after Field(strict=True, ...): 1.0 counts as 1 (as in JSON Schema), true and "1" do not.
+JSON_INTEGER = BeforeValidator(_json_integer)
 
 # A request field the server ignores (it echoes a response field): clients need not send it.
 READ_ONLY: JsonDict = {"readOnly": True}

@@ -16,7 +16,7 @@ from service.api.schemas.analysis import (
     PrecisionIn,
     Tokens,
 )
-from service.api.schemas.common import Slug
+from service.api.schemas.common import JSON_INTEGER, Slug
 from service.engine.workloads import WORKLOADS
 
 MAX_MODELS = 8
@@ -31,7 +31,7 @@ Objective = Literal[
     "max_concurrency_under_slo",
 ]
 LatencyMs = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS_PER_REPLICA)]
+Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS_PER_REPLICA), JSON_INTEGER]
 Price = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 
 
@@ -163,7 +163,7 @@ class PlanRequest(BaseModel):
         default="auto",
         description='"auto" (per accelerator, newest profile), "none", or a profile id.',
     )
-    concurrency_levels: int = Field(
+    concurrency_levels: Annotated[int, JSON_INTEGER] = Field(
         default=64,
         strict=True,
         ge=1,
