@@ -53,10 +53,6 @@ class Settings(BaseSettings):
             )
         return self
 
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
 
 def normalise_database_url(url: str) -> str:
     """Route plain PostgreSQL URLs to the psycopg 3 driver."""

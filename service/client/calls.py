@@ -69,10 +69,6 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _json(response: httpx.Response) -> Any:
-    return response.json()
-
-
 def _none(_: httpx.Response) -> None:
     return None
 

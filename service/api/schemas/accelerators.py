@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.config import JsonDict
 
 from service.api.schemas.common import READ_ONLY, Dtype, Slug, SourceUrl
 
@@ -94,34 +93,14 @@ class AcceleratorFields(BaseModel):
         return self
 
 
-# A measured matmul rate needs the peak of its dtype (the service also checks it is at most
-# that peak, which JSON Schema cannot compare).
-MEASURED_NEEDS_PEAK: JsonDict = {
-    "allOf": [
-        {
-            "if": {
-                "properties": {"measured_matmul_tflops": {"type": "object", "required": [dtype]}},
-                "required": ["measured_matmul_tflops"],
-            },
-            "then": {"properties": {"peak_tflops": {"required": [dtype]}}},
-        }
-        for dtype in get_args(Dtype)
-    ]
-}
-
-
 class AcceleratorCreate(AcceleratorFields):
     """Body of POST /v1/accelerators."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=MEASURED_NEEDS_PEAK)
 
     id: Slug
 
 
 class AcceleratorReplace(AcceleratorFields):
     """Body of PUT /v1/accelerators/{id}; ``id`` may be omitted but must match if given."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=MEASURED_NEEDS_PEAK)
 
     id: Slug | None = Field(
         default=None, json_schema_extra=READ_ONLY, description="The id in the path, if given."

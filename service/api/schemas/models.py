@@ -6,12 +6,12 @@ import dataclasses
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 from pydantic.config import JsonDict
 
 from service.api.schemas.common import JSON_INTEGER, READ_ONLY, Dtype, Slug, SourceUrl
 from service.engine.errors import InvalidShapeError
-from service.engine.hf_import import shape_from_hf_config
+from service.engine.hf_import import SUPPORTED_MODEL_TYPES, shape_from_hf_config
 
 
 def count(low: int, high: int) -> Any:
@@ -177,7 +177,20 @@ class ModelImport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: Slug
-    hf_config: dict[str, Any]
+    hf_config: Annotated[
+        dict[str, Any],
+        WithJsonSchema(
+            {
+                "type": "object",
+                "description": "The config.json contents; the importer reads the keys of its "
+                "model_type's family and ignores the others.",
+                "required": ["model_type"],
+                "properties": {
+                    "model_type": {"type": "string", "enum": list(SUPPORTED_MODEL_TYPES)}
+                },
+            }
+        ),
+    ]
     name: str | None = Field(default=None, max_length=200)
     hf_repo: str | None = Field(default=None, max_length=200)
     sources: list[SourceUrl] | None = None
