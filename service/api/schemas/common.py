@@ -12,9 +12,10 @@ Slug = Annotated[
     str,
     StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100),
 ]
-# Printable ASCII only (an IRI's other characters are percent-encoded), so that every regex
-# engine reads the pattern alike.
-SourceUrl = Annotated[str, StringConstraints(pattern=r"^https?://[!-~]+$", max_length=2000)]
+# An http(s) URL with a host name, then printable ASCII (an IRI's other characters are
+# percent-encoded), so that every regex engine and URL parser reads it alike.
+SOURCE_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
+SourceUrl = Annotated[str, StringConstraints(pattern=SOURCE_URL_PATTERN, max_length=2000)]
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 # An opaque page cursor: unpadded URL-safe base64 (a length of 4n + 1 cannot occur).
 CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
