@@ -96,10 +96,6 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
-    @property
     def pool_size_per_worker(self) -> int:
         """Pooled connections of one worker: its share of the budget less its reader's one."""
         return max(1, self.db_max_connections // self.workers - 1)

@@ -45,19 +45,19 @@ def progress_bar(path: Path) -> Iterator[ProgressCallback | None]:
 
 def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
     """One CSV row per fitted parameter."""
-    for name, value in flatten(profile.get("parameters", {})).items():
-        yield {"profile": profile.get("id"), "parameter": name, "value": value}
+    for name, value in flatten(profile.parameters).items():
+        yield {"profile": profile.id, "parameter": name, "value": value}
 
 
 def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> Iterable[Any]:
     """The stored profile's parameters and fit quality."""
-    fit = profile.get("fit", {})
+    fit = profile.fit.model_dump(mode="json")
     title = (
-        f"calibration {profile.get('id')} '{profile.get('name')}' for "
-        f"{profile.get('accelerator')}: {len(measured.measurements)} measurements "
-        f"({measured.format}), {fit.get('n_measurements', '-')} used"
+        f"calibration {profile.id} '{profile.name}' for "
+        f"{profile.accelerator}: {len(measured.measurements)} measurements "
+        f"({measured.format}), {profile.fit.n_measurements} used"
     )
-    rows = [[k, str(v)] for k, v in flatten(profile.get("parameters", {})).items()]
+    rows = [[k, str(v)] for k, v in flatten(profile.parameters).items()]
     yield table(title, ["parameter", "value"], rows)
     quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
     if quality:

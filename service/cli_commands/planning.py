@@ -44,7 +44,11 @@ def plan_rows(answer: PlanResponse) -> Iterable[Mapping[str, Any]]:
 
 
 def plan_tables(answer: PlanResponse, top: int) -> Iterable[Any]:
-    """The best configurations as a rich table, then the rejected count and notes."""
+    """The best configurations as a rich table, then the rejected count and notes.
+
+    ``$/M tok`` is the blend of input and output prices at the workload's token mix, which
+    min_cost_per_million_tokens ranks by; ``$/M out tok`` prices output tokens alone.
+    """
     w = answer.workload
     targets = f"TTFT ≤ {number(w.ttft_ms_max)} ms, TPOT ≤ {number(w.tpot_ms_max)} ms"
     title = (
@@ -53,7 +57,7 @@ def plan_tables(answer: PlanResponse, top: int) -> Iterable[Any]:
     )
     columns = [
         "#", "model", "accelerator", "tp/pp/ep", "precision", "conc.", "TTFT ms", "TPOT ms",
-        "tok/s/GPU", "replicas", "GPUs", "$/h", "$/M out tok",
+        "tok/s/GPU", "replicas", "GPUs", "$/h", "$/M tok", "$/M out tok",
     ]  # fmt: skip
     rows = [
         [
@@ -69,6 +73,7 @@ def plan_tables(answer: PlanResponse, top: int) -> Iterable[Any]:
             str(c.replicas),
             str(c.gpus),
             number(c.usd_per_hour, 2),
+            number(c.usd_per_million_tokens, 3),
             number(c.usd_per_million_output_tokens, 3),
         ]
         for c in answer.configurations[:top]

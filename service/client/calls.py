@@ -5,9 +5,10 @@ Both clients execute these, so request building and response parsing live only h
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -39,6 +40,7 @@ class Call(Generic[T]):
     json: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     idempotent: bool = True
+    content: bytes | None = None  # a body already encoded (then ``json`` is unused)
 
 
 Page = tuple[list[ItemT], str | None]
@@ -65,10 +67,6 @@ def to_json(body: Body | None, fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _segment(value: str) -> str:
     return quote(value, safe="")
-
-
-def _json(response: httpx.Response) -> Any:
-    return response.json()
 
 
 def _none(_: httpx.Response) -> None:
@@ -209,7 +207,18 @@ def import_hf_model(
 ) -> Call[Model]:
     """POST /v1/models/import with a Hugging Face config.json."""
     body = {"id": model_id, "hf_config": dict(hf_config), **fields}
-    return Call("POST", "/v1/models/import", _as(Model), json=body, idempotent=False)
+    # Hugging Face configs may hold Infinity or NaN (Python's json writes them, and the API reads
+    # them): send the config as it is, so that the server answers as it would to curl (a 422
+    # naming the key when the value matters, else the import).
+    content = json.dumps(body, allow_nan=True).encode()
+    return Call(
+        "POST",
+        "/v1/models/import",
+        _as(Model),
+        content=content,
+        headers={"Content-Type": "application/json"},
+        idempotent=False,
+    )
 
 
 # Analysis and planning (pure computations: safe to repeat) ------------------------------------
@@ -260,11 +269,17 @@ def workloads() -> Call[list[WorkloadOut]]:
 
 def calibrate(body: Body | None, fields: Mapping[str, Any]) -> Call[CalibrationProfile]:
     """POST /v1/calibrations (stores a profile: not repeated on connection errors)."""
-    return Call("POST", "/v1/calibrations", _json, json=to_json(body, fields), idempotent=False)
+    return Call(
+        "POST",
+        "/v1/calibrations",
+        _as(CalibrationProfile),
+        json=to_json(body, fields),
+        idempotent=False,
+    )
 
 
 def _profile(item: Any) -> CalibrationProfile:
-    return cast(CalibrationProfile, item)
+    return CalibrationProfile.model_validate(item)
 
 
 def list_calibrations(limit: int | None, filters: Mapping[str, Any]) -> Paged[CalibrationProfile]:
@@ -274,7 +289,7 @@ def list_calibrations(limit: int | None, filters: Mapping[str, Any]) -> Paged[Ca
 
 def get_calibration(calibration_id: str) -> Call[CalibrationProfile]:
     """GET /v1/calibrations/{id}."""
-    return Call("GET", f"/v1/calibrations/{_segment(calibration_id)}", _json)
+    return Call("GET", f"/v1/calibrations/{_segment(calibration_id)}", _as(CalibrationProfile))
 
 
 # Charts ---------------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ class ClientCore:
             call.method,
             call.path,
             params=call.params,
-            json=call.json,
+            json=call.json if call.content is None else None,
+            content=call.content,
             headers=headers,
             timeout=self.timeout,
         )

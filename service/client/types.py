@@ -1,18 +1,8 @@
-"""Typed views (from docs/api.md) of responses that have no pydantic schema in the API."""
+"""Typed answers of the calibration endpoints (the API's own response schema)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from service.api.schemas.calibrations import CalibrationProfileOut
 
-
-class CalibrationProfile(TypedDict, total=False):
-    """A stored calibration profile."""
-
-    id: str
-    accelerator: str
-    backend: str
-    backend_version: str
-    name: str
-    created_at: str
-    parameters: dict[str, Any]
-    fit: dict[str, Any]
+# A stored calibration profile, as POST /v1/calibrations and GET /v1/calibrations/{id} return it.
+CalibrationProfile = CalibrationProfileOut

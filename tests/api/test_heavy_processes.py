@@ -23,7 +23,7 @@ ITEM = {
 def in_child(
     database_factory: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    from conftest import make_test_settings
+    from support import make_test_settings
 
     url = database_factory.seeded()  # type: ignore[attr-defined]
     settings: Settings = make_test_settings(

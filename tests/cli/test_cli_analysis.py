@@ -8,9 +8,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from typer.testing import Result
 
+from service.cli_commands.output import number
 from service.client import Ridgeline
 
 Invoke = Callable[..., Result]
@@ -122,6 +124,22 @@ def test_plan_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None
     table = ridgeline_cli("plan", "llama-3.1-8b", "-a", "h100-sxm", "-w", "chat", "--top", "3")
     assert table.exit_code == 0, table.stderr
     assert "h100-sxm" in table.stdout and "configurations shown" in table.stdout
+
+
+def test_plan_table_shows_the_blended_price_it_ranks_by(
+    ridgeline_cli: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ("plan", "llama-3.1-8b", "-a", "h100-sxm", "-w", "chat", "--top", "1")
+    answer = json.loads(ridgeline_cli(*args, "--json").stdout)
+    assert answer["objective"] == "min_cost_per_million_tokens"
+    best = answer["configurations"][0]
+    assert best["usd_per_million_tokens"] != best["usd_per_million_output_tokens"]
+    monkeypatch.setenv("COLUMNS", "250")  # wide enough that rich does not fold the columns
+    table = ridgeline_cli(*args)
+    assert table.exit_code == 0, table.stderr
+    assert "$/M tok" in table.stdout
+    assert number(best["usd_per_million_tokens"], 3) in table.stdout
+    assert number(best["usd_per_million_output_tokens"], 3) in table.stdout
 
 
 def test_unknown_model_exits_1_with_the_problem(ridgeline_cli: Invoke) -> None:

@@ -63,6 +63,29 @@ def test_import_hf_writes_locally_without_a_key(ridgeline_cli: Invoke, client: T
     assert again.exit_code == 1 and "409" in again.stderr
 
 
+def test_import_hf_reads_configs_holding_infinity_as_the_api_does(
+    ridgeline_cli: Invoke, tmp_path: Path
+) -> None:
+    original = (DATA / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B.json").read_text()
+    # Infinity in a key the importer does not use: imported, as POST /v1/models/import does.
+    unused = tmp_path / "unused.json"
+    unused.write_text(original.replace('"rope_theta": 500000.0', '"rope_theta": Infinity'))
+    assert "Infinity" in unused.read_text()
+    result = ridgeline_cli("catalog", "import-hf", str(unused), "--id", "llama-inf", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["max_context_tokens"] == 131072
+    # Infinity where a shape field is read: the API's 422, naming the key.
+    used = tmp_path / "used.json"
+    used.write_text(
+        original.replace('"max_position_embeddings": 131072', '"max_position_embeddings": Infinity')
+    )
+    assert "Infinity" in used.read_text()
+    refused = ridgeline_cli("catalog", "import-hf", str(used), "--id", "llama-inf-2")
+    assert refused.exit_code == 1
+    assert "422" in refused.stderr and "max_position_embeddings" in refused.stderr
+    assert "JSON compliant" not in refused.stderr
+
+
 def test_calibrate_reports_a_bad_row(ridgeline_cli: Invoke, tmp_path: Path) -> None:
     bad = tmp_path / "gemm.csv"
     bad.write_text("dtype,m,n,k,latency_ms\nbf16,16,4096,4096,0.02\nbf16,16,4096,x,0.03\n")

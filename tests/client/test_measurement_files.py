@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.client import measurement_files
+from service.api.schemas.calibrations import CalibrationProfileOut
+from service.client import Ridgeline, measurement_files
 from service.client.measurement_files import (
     calibration_from_file,
     read_measurement_file,
@@ -139,3 +140,16 @@ def test_harness_options_reach_the_parser(tmp_path: Path) -> None:
     with pytest.raises(MeasurementError) as info:
         read_measurement_file(copy, file_format="guidellm")
     assert info.value.field == "benchmarks"
+
+
+def test_calibrate_file_returns_the_typed_profile(ridgeline: Ridgeline) -> None:
+    path = BENCHMARKS / "h100_gemm_subset.csv"
+    profile = ridgeline.calibrate_file(path, accelerator="h100-sxm", name="gemm subset")
+    assert isinstance(profile, CalibrationProfileOut)
+    assert profile.accelerator == "h100-sxm" and profile.name == "gemm subset"
+    assert profile.fit.n_measurements == len(path.read_text().strip().splitlines()) - 1
+    assert profile.parameters["gemm_compute_efficiency_bf16"] > 0
+    again = ridgeline.get_calibration(profile.id)
+    assert isinstance(again, CalibrationProfileOut) and again.id == profile.id
+    listed = [p.id for p in ridgeline.list_calibrations(accelerator="h100-sxm")]
+    assert profile.id in listed

@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import CatalogDep, ReadAccess, WriteAccess, read_catalog
 from service.api.limits import problem_responses
 from service.api.routers.conditional import (
+    IfMatch,
+    IfNoneMatch,
     check_body_id,
     merge_patch,
+    merge_patch_model,
     representation_response,
     validate_as,
 )
 from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
-from service.api.schemas.common import Dtype, ListPage
+from service.api.schemas.common import Cursor, Dtype, ListPage
 from service.services.catalog import read_accelerator
 
 router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
 
-IfMatch = Annotated[str | None, Header(alias="If-Match")]
-IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 READ_ONLY = ("origin", "version", "created_at", "updated_at", "ridge_point_flop_per_byte")
+if TYPE_CHECKING:
+    AcceleratorPatch = BaseModel
+else:
+    AcceleratorPatch = merge_patch_model(AcceleratorReplace, "AcceleratorPatch", ("id", *READ_ONLY))
 
 
 @router.get("", response_model=ListPage[Accelerator], dependencies=[ReadAccess])
@@ -33,7 +39,7 @@ async def list_accelerators(
     min_memory_gb: Annotated[float | None, Query(ge=0)] = None,
     dtype: Dtype | None = Query(default=None, description="Only accelerators with a dense peak."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     """List accelerators ordered by id, filtered and paginated by an opaque cursor."""
     page = await read_catalog(
@@ -86,10 +92,11 @@ def replace_accelerator(
 def patch_accelerator(
     accelerator_id: str,
     catalog: CatalogDep,
-    patch: Annotated[dict[str, Any], Body()],
+    body: Annotated[AcceleratorPatch, Body()],
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale)."""
+    patch = body.model_dump(exclude_unset=True)
     current = catalog.get_accelerator(accelerator_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(accelerator_id, patch.get("id"))

@@ -28,9 +28,41 @@ OAUTH2_REDIRECT_URL = "/docs/oauth2-redirect"
 REDOC_URL = "/redoc"
 
 
+def _drop_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return a parameter schema without its ``null`` alternative (``X | None`` → ``X``)."""
+    variants = schema.get("anyOf")
+    if not isinstance(variants, list):
+        return schema
+    kept = [v for v in variants if v != {"type": "null"}]
+    if len(kept) == len(variants):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
+def describe_optional_parameters(document: dict[str, Any]) -> dict[str, Any]:
+    """Say "may be left out" as ``required: false``, not as a ``null`` value.
+
+    An optional query parameter or header is absent or a string; ``null`` cannot be sent (a
+    client that sends the text "null" sends a string the server reads as such).
+    """
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if "schema" in parameter and not parameter.get("required"):
+                    parameter["schema"] = _drop_null(parameter["schema"])
+    return document
+
+
 def mount_api_docs(app: FastAPI) -> None:
     """Serve the OpenAPI document and both documentation pages from ``app`` itself."""
     router = APIRouter(include_in_schema=False)
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        return describe_optional_parameters(build())
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @router.get(OPENAPI_URL)
     def openapi_document() -> JSONResponse:

@@ -38,7 +38,7 @@ from service.api.schemas.calibrations import (
     CalibrationProfileOut,
     CalibrationUploadForm,
 )
-from service.api.schemas.common import ListPage
+from service.api.schemas.common import Cursor, ListPage
 from service.services.calibration import (
     CalibrationService,
     FitLimits,
@@ -351,7 +351,7 @@ def list_calibrations(
     service: CalibrationDep,
     accelerator: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     """List profiles in creation order, optionally for one accelerator, by an opaque cursor."""
     page = service.list_profiles(accelerator=accelerator, cursor=cursor, limit=limit)

@@ -14,10 +14,22 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess
 from service.api.heavy_calls import run_heavy
+from service.api.query_patterns import SLUG, comma_list, int_list, slug_list
 from service.api.routers.planning import plan_spec
-from service.api.schemas.analysis import MAX_BATCH_SIZE, MAX_TOKENS, ActivationDtype
+from service.api.schemas.analysis import (
+    BACKEND_PATTERN,
+    MAX_BATCH_SIZE,
+    MAX_TOKENS,
+    ActivationDtype,
+)
 from service.api.schemas.common import Dtype
-from service.api.schemas.planning import PlanRequest
+from service.api.schemas.planning import (
+    MAX_ACCELERATORS,
+    MAX_GPUS_PER_REPLICA,
+    MAX_PRECISIONS,
+    PlanRequest,
+    WorkloadId,
+)
 from service.charts.frontier import frontier_chart
 from service.charts.render import MEDIA_TYPES, ChartFormat, render
 from service.charts.roofline import roofline_chart
@@ -41,20 +53,37 @@ router = APIRouter(prefix="/v1/charts", tags=["charts"])
 MAX_ROOFLINE_BATCHES = 8
 MAX_SWEEP_POINTS = 64
 MAX_FRONTIER_MODELS = 4
+MAX_FRONTIER_TP = 16
+MAX_DEGREE = 1024
+_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|int4|fp4)"
+_ACTIVATION_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|fp4)"
+PRECISION_LIST = comma_list(f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE})?)?", MAX_PRECISIONS)
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
 
-Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
 Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
-Degree = Annotated[int, Query(ge=1, le=1024)]
+Degree = Annotated[int, Query(ge=1, le=MAX_DEGREE)]
+CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100)]
+BackendQuery = Annotated[str | None, Query(max_length=50, pattern=BACKEND_PATTERN)]
+
+
+def batch_sizes_query(most: int, default: str) -> Any:
+    """Return the Query of a comma-separated batch-size list (1..MAX_BATCH_SIZE, ``most`` items)."""
+    return Query(
+        pattern=int_list(1, MAX_BATCH_SIZE, most),
+        description=f"Comma-separated, 1 to {most} integers in 1..{MAX_BATCH_SIZE} ({default}).",
+    )
+
+
 CHART_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "content": {media: {} for media in MEDIA_TYPES.values()},
         "description": "The chart as SVG, PNG or a Vega-Lite specification.",
     },
     404: {"description": "Unknown model or accelerator (problem+json)."},
-    503: {"description": "Heavy-work queue full; retry after Retry-After (problem+json)."},
     422: {"description": "Invalid query parameter (problem+json naming it)."},
+    503: {"description": "Heavy-work queue full; retry after Retry-After (problem+json)."},
 }
 
 
@@ -129,7 +158,7 @@ def roofline_chart_body(
     analysis: AnalysisService,
     accelerator: Slug,
     model: Slug,
-    batch_sizes: Annotated[str, Query(max_length=200)] = "1,64,512",
+    batch_sizes: Annotated[str, batch_sizes_query(MAX_ROOFLINE_BATCHES, "1,64,512")] = "1,64,512",
     phase: Literal["prefill", "decode", "both"] = "decode",
     context_tokens: Annotated[
         int,
@@ -145,8 +174,8 @@ def roofline_chart_body(
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
-    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
-    backend: Annotated[str | None, Query(max_length=50)] = None,
+    calibration: CalibrationQuery = "auto",
+    backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw the accelerator's roofline with the model's operators at the chosen batch sizes."""
@@ -173,15 +202,17 @@ def sweep_chart_body(
     input_tokens: Tokens = 1024,
     output_tokens: Tokens = 256,
     mode: Literal["static", "serving"] = "serving",
-    batch_sizes: Annotated[str, Query(max_length=400)] = DEFAULT_SWEEP_BATCHES,
+    batch_sizes: Annotated[
+        str, batch_sizes_query(MAX_SWEEP_POINTS, "1,2,4,8")
+    ] = DEFAULT_SWEEP_BATCHES,
     weights: Dtype = "bf16",
     activations: ActivationDtype = "bf16",
     kv_cache: Dtype = "bf16",
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
-    calibration: Annotated[str, Query(min_length=1, max_length=100)] = "auto",
-    backend: Annotated[str | None, Query(max_length=50)] = None,
+    calibration: CalibrationQuery = "auto",
+    backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked."""
@@ -219,33 +250,99 @@ def _precision_list(raw: str) -> list[dict[str, str]]:
     return items
 
 
+MODEL_LIST = slug_list(MAX_FRONTIER_MODELS)
+ACCELERATOR_LIST = slug_list(MAX_ACCELERATORS)
+# `model` and `accelerator` are documented by hand (below) so that `model` can be required in
+# the document while the older names `models` / `accelerators` keep working as hidden aliases.
+FRONTIER_PARAMETERS: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "model",
+            "in": "query",
+            "required": True,
+            "description": f"Comma-separated model ids (1 to {MAX_FRONTIER_MODELS}); also "
+            "accepted as `models`.",
+            "schema": {"type": "string", "pattern": MODEL_LIST},
+        },
+        {
+            "name": "accelerator",
+            "in": "query",
+            "required": False,
+            "description": f"Comma-separated accelerator ids (up to {MAX_ACCELERATORS}; default: "
+            "the catalog); also accepted as `accelerators`.",
+            "schema": {"type": "string", "pattern": ACCELERATOR_LIST},
+        },
+    ]
+}
+DEFAULT_FRONTIER_WORKLOAD = "chat"
+FrontierObjective = Literal[
+    "max_throughput_per_gpu", "min_cost_per_million_tokens", "max_concurrency_under_slo"
+]
+HiddenModels = Annotated[str | None, Query(pattern=MODEL_LIST, include_in_schema=False)]
+HiddenAccelerators = Annotated[str | None, Query(pattern=ACCELERATOR_LIST, include_in_schema=False)]
+
+
+def _one_of(field: str, value: str | None, alias: str, alias_value: str | None) -> str | None:
+    """Return the value given under ``field`` or its older name ``alias`` (not both)."""
+    if value is not None and alias_value is not None:
+        raise FieldError(field, f"give {field} or its older name {alias}, not both")
+    return value if value is not None else alias_value
+
+
 def frontier_chart_body(
     planning: PlanningService,
     max_plan_points: int,
-    models: Annotated[str, Query(max_length=400, description="Comma-separated model ids.")],
-    accelerators: Annotated[
-        str | None, Query(max_length=2000, description="Comma-separated; default: the catalog.")
+    model: HiddenModels = None,
+    models: HiddenModels = None,
+    accelerator: HiddenAccelerators = None,
+    accelerators: HiddenAccelerators = None,
+    workload: Annotated[
+        WorkloadId | None,
+        Query(
+            description="A preset id (GET /v1/workloads). Default: chat when input_tokens or "
+            "output_tokens is left out."
+        ),
     ] = None,
-    workload: Annotated[str | None, Query(max_length=50)] = None,
-    input_tokens: Annotated[int | None, Query()] = None,
-    output_tokens: Annotated[int | None, Query()] = None,
-    ttft_ms_max: Annotated[float | None, Query()] = None,
-    tpot_ms_max: Annotated[float | None, Query()] = None,
-    objective: Annotated[str | None, Query(max_length=50)] = None,
-    requests_per_s: Annotated[float | None, Query()] = None,
+    input_tokens: Tokens | None = None,
+    output_tokens: Tokens | None = None,
+    ttft_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    tpot_ms_max: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    objective: Annotated[
+        FrontierObjective | None,
+        Query(description="min_gpus_for_rate is a plan (POST /v1/plans), not a frontier."),
+    ] = None,
+    requests_per_s: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
     precisions: Annotated[
-        str | None, Query(max_length=400, description="e.g. bf16,fp8/fp8 (weights/activations).")
+        str | None,
+        Query(
+            pattern=PRECISION_LIST,
+            description="Comma-separated weights[/activations[/kv_cache]] dtypes, e.g. "
+            "bf16,fp8/fp8.",
+        ),
     ] = None,
-    max_gpus_per_replica: Annotated[int | None, Query()] = None,
-    tp: Annotated[str | None, Query(max_length=100, description="e.g. 1,2,4,8")] = None,
-    mode: Annotated[str | None, Query(max_length=20)] = None,
-    backend: Annotated[str | None, Query(max_length=50)] = None,
-    calibration: Annotated[str | None, Query(max_length=100)] = None,
+    max_gpus_per_replica: Annotated[int | None, Query(ge=1, le=MAX_GPUS_PER_REPLICA)] = None,
+    tp: Annotated[
+        str | None,
+        Query(
+            pattern=int_list(1, MAX_GPUS_PER_REPLICA, MAX_FRONTIER_TP),
+            description=f"Comma-separated tensor-parallel degrees in 1..{MAX_GPUS_PER_REPLICA}, "
+            "e.g. 1,2,4,8.",
+        ),
+    ] = None,
+    mode: Literal["static", "serving"] | None = None,
+    backend: BackendQuery = None,
+    calibration: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw tokens/s per user against tokens/s per GPU from the plan's frontier."""
+    model_ids = _one_of("model", model, "models", models)
+    if model_ids is None:
+        raise FieldError("model", "required: comma-separated model ids")
+    accelerator_ids = _one_of("accelerator", accelerator, "accelerators", accelerators)
+    if workload is None and (input_tokens is None or output_tokens is None):
+        workload = DEFAULT_FRONTIER_WORKLOAD
     body: dict[str, Any] = {
-        "models": parse_slug_list("models", models, most=MAX_FRONTIER_MODELS),
+        "models": parse_slug_list("model", model_ids, most=MAX_FRONTIER_MODELS),
         "workload": workload,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -256,12 +353,16 @@ def frontier_chart_body(
         "backend": backend,
         "calibration": calibration,
     }
-    if accelerators is not None:
-        body["accelerators"] = parse_slug_list("accelerators", accelerators, most=64)
+    if accelerator_ids is not None:
+        body["accelerators"] = parse_slug_list(
+            "accelerator", accelerator_ids, most=MAX_ACCELERATORS
+        )
     if precisions is not None:
         body["precisions"] = _precision_list(precisions)
     if tp is not None:
-        body["tp"] = parse_int_list("tp", tp, low=1, high=1024, most=16)
+        body["tp"] = parse_int_list(
+            "tp", tp, low=1, high=MAX_GPUS_PER_REPLICA, most=MAX_FRONTIER_TP
+        )
     slo = {
         name: value
         for name, value in (("ttft_ms_max", ttft_ms_max), ("tpot_ms_max", tpot_ms_max))
@@ -312,11 +413,12 @@ def _heavy_route(name: str, body: Callable[..., Response]) -> Callable[..., Any]
     return route
 
 
-for _name, _body in (
-    ("roofline", roofline_chart_body),
-    ("sweep", sweep_chart_body),
-    ("frontier", frontier_chart_body),
+# The frontier documents `model` / `accelerator` by hand (FRONTIER_PARAMETERS).
+for _name, _body, _extra in (
+    ("roofline", roofline_chart_body, None),
+    ("sweep", sweep_chart_body, None),
+    ("frontier", frontier_chart_body, FRONTIER_PARAMETERS),
 ):
-    router.get(f"/{_name}", responses=CHART_RESPONSES, dependencies=[ReadAccess])(
-        _heavy_route(_name, _body)
-    )
+    router.get(
+        f"/{_name}", responses=CHART_RESPONSES, dependencies=[ReadAccess], openapi_extra=_extra
+    )(_heavy_route(_name, _body))

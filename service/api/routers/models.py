@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import BaseModel
 
 from service.api.deps import CatalogDep, ReadAccess, WriteAccess, read_catalog
 from service.api.limits import problem_responses
 from service.api.routers.conditional import (
+    IfMatch,
+    IfNoneMatch,
     check_body_id,
     merge_patch,
+    merge_patch_model,
     representation_response,
     validate_as,
 )
-from service.api.schemas.common import ListPage
+from service.api.schemas.common import Cursor, ListPage
 from service.api.schemas.models import Model, ModelCreate, ModelImport, ModelReplace
 
 router = APIRouter(prefix="/v1/models", tags=["catalog"])
 
-IfMatch = Annotated[str | None, Header(alias="If-Match")]
-IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 READ_ONLY = ("total_params", "active_params", "origin", "version", "created_at", "updated_at")
+if TYPE_CHECKING:
+    ModelPatch = BaseModel
+else:
+    ModelPatch = merge_patch_model(ModelReplace, "ModelPatch", ("id", *READ_ONLY))
 
 
 @router.get("", response_model=ListPage[Model], dependencies=[ReadAccess])
@@ -30,7 +36,7 @@ async def list_models(
     family: str | None = None,
     moe: bool | None = Query(default=None, description="true: only MoE; false: only dense."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     """List models ordered by id, filtered and paginated by an opaque cursor."""
     page = await read_catalog(
@@ -89,10 +95,11 @@ def replace_model(
 def patch_model(
     model_id: str,
     catalog: CatalogDep,
-    patch: Annotated[dict[str, Any], Body()],
+    body: Annotated[ModelPatch, Body()],
     if_match: IfMatch = None,
 ) -> Response:
     """Merge-patch a model (RFC 7396; 412 if If-Match is stale)."""
+    patch = body.model_dump(exclude_unset=True)
     current = catalog.get_model(model_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}
     check_body_id(model_id, patch.get("id"))

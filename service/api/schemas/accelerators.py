@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.api.schemas.common import Dtype, Slug, SourceUrl
+from service.api.schemas.common import READ_ONLY, Dtype, Slug, SourceUrl
 
 
 def bounded(low: float, high: float) -> Any:
@@ -89,12 +89,15 @@ class AcceleratorFields(BaseModel):
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)
     field_sources: dict[str, list[str]] = Field(default_factory=dict)
-    # Read-only fields, accepted (and ignored) so a GET body can be sent back on PUT.
-    origin: str | None = Field(default=None, exclude=True)
-    version: StrictInt | None = Field(default=None, exclude=True)
-    created_at: str | None = Field(default=None, exclude=True)
-    updated_at: str | None = Field(default=None, exclude=True)
-    ridge_point_flop_per_byte: dict[str, AnyFiniteFloat] | None = Field(default=None, exclude=True)
+    # Read-only fields (readOnly in the document), accepted and ignored so that a GET body
+    # can be sent back on PUT.
+    origin: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    version: StrictInt | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    created_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    updated_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    ridge_point_flop_per_byte: dict[str, AnyFiniteFloat] | None = Field(
+        default=None, exclude=True, json_schema_extra=READ_ONLY
+    )
 
     @field_validator("interconnect_gb_s")
     @classmethod
@@ -125,7 +128,9 @@ class AcceleratorCreate(AcceleratorFields):
 class AcceleratorReplace(AcceleratorFields):
     """Body of PUT /v1/accelerators/{id}; ``id`` may be omitted but must match if given."""
 
-    id: Slug | None = None
+    id: Slug | None = Field(
+        default=None, json_schema_extra=READ_ONLY, description="The id in the path, if given."
+    )
 
 
 class Accelerator(BaseModel):

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.api.schemas.common import Dtype, Slug
+from service.api.schemas.common import JSON_INTEGER, Dtype, Slug
 
 # Limits of one request (api brief): batch sizes, points per sweep, tokens, parallel degrees.
 MAX_BATCH_SIZE = 65_536
@@ -22,11 +22,13 @@ WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", 
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
 Bound = Literal["memory", "compute", "communication"]
-BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
-Degree = Annotated[int, Field(ge=1, le=MAX_PARALLEL_DEGREE)]
+# JSON integers only: true, "8" or 1.5 are refused, not read as numbers.
+BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INTEGER]
+Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS), JSON_INTEGER]
+Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE), JSON_INTEGER]
 Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
-Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=50)]
+BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
 
 
 class PrecisionIn(BaseModel):
@@ -111,6 +113,7 @@ class EstimateRequest(AnalysisRequest):
     mode: Mode = "static"
     price_usd_per_hour: float | None = Field(
         default=None,
+        strict=True,
         ge=0,
         allow_inf_nan=False,
         description="Per-GPU price overriding the catalog's indicative price.",

@@ -2,25 +2,142 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic.config import JsonDict
 
-from service.api.schemas.common import Slug
+from service.api.schemas.common import Dtype, Slug
+from service.engine.calibration.measurements import (
+    ARRIVAL_PROCESSES,
+    COLLECTIVE_OPS,
+    SERVING_LOAD_PATTERNS,
+)
 
 Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=50)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Version = Annotated[str, StringConstraints(max_length=100)]
-Measurement = Annotated[
-    dict[str, Any],
-    Field(
-        description="One measurement: `kind` is gemm, attention, collective, static or serving; "
-        "the other fields are those of its kind (docs/api.md, Calibration). A serving measurement "
-        "may give `load_pattern` (closed_loop, the default; open_loop with `request_rate_per_s` "
-        "and optional `arrival_process`/`burstiness`; offline). Unknown fields are ignored "
-        "with a warning."
-    ),
-]
+_POSITIVE_INT: JsonDict = {"type": "integer", "minimum": 1}
+_POSITIVE_NUMBER: JsonDict = {"type": "number", "exclusiveMinimum": 0}
+_DTYPE: JsonDict = {"type": "string", "enum": list(get_args(Dtype))}
+_END_TO_END: JsonDict = {
+    "model": {"type": "string", "minLength": 1, "description": "A catalog model id."},
+    "precision": {
+        "type": "object",
+        "properties": {"weights": _DTYPE, "activations": _DTYPE, "kv_cache": _DTYPE},
+    },
+    "parallelism": {"type": "object", "properties": {"tp": _POSITIVE_INT, "pp": _POSITIVE_INT}},
+    "input_tokens": _POSITIVE_INT,
+    "output_tokens": _POSITIVE_INT,
+    "backend": {"type": "string"},
+}
+
+
+def _kind(name: str, required: list[str], properties: JsonDict, **extra: Any) -> JsonDict:
+    return {
+        "type": "object",
+        "title": f"{name.capitalize()}Measurement",
+        "required": ["kind", *required],
+        "properties": {"kind": {"const": name}, **properties},
+        **extra,
+    }
+
+
+# One schema per kind, as parse_measurement_dicts reads them. Fields of other kinds are ignored
+# with a warning (so additional properties are allowed); rules across fields (num_kv_heads
+# divides num_heads, a model the catalog has) are checked by the service and answered with 422.
+MEASUREMENT_SCHEMA: JsonDict = {
+    "description": "One measurement: `kind` is gemm, attention, collective, static or serving; "
+    "the other fields are those of its kind (docs/api.md, Calibration). A serving measurement "
+    "may give `load_pattern` (closed_loop, the default; open_loop with `request_rate_per_s` and "
+    "optional `arrival_process`/`burstiness`; offline). Unknown fields are ignored with a "
+    "warning.",
+    "oneOf": [
+        _kind(
+            "gemm",
+            ["dtype", "m", "n", "k", "latency_ms"],
+            {
+                "dtype": _DTYPE,
+                "m": _POSITIVE_INT,
+                "n": _POSITIVE_INT,
+                "k": _POSITIVE_INT,
+                "latency_ms": _POSITIVE_NUMBER,
+            },
+        ),
+        _kind(
+            "attention",
+            [
+                "phase",
+                "batch_size",
+                "context_tokens",
+                "num_heads",
+                "num_kv_heads",
+                "head_dim",
+                "latency_ms",
+            ],
+            {
+                "phase": {"type": "string", "enum": ["prefill", "decode"]},
+                "batch_size": _POSITIVE_INT,
+                "context_tokens": _POSITIVE_INT,
+                "num_heads": _POSITIVE_INT,
+                "num_kv_heads": _POSITIVE_INT,
+                "head_dim": _POSITIVE_INT,
+                "kv_dtype": _DTYPE,
+                "latency_ms": _POSITIVE_NUMBER,
+            },
+        ),
+        _kind(
+            "collective",
+            ["op", "num_gpus", "message_bytes", "latency_ms"],
+            {
+                "op": {"type": "string", "enum": list(COLLECTIVE_OPS)},
+                "num_gpus": {"type": "integer", "minimum": 2},
+                "message_bytes": _POSITIVE_NUMBER,
+                "latency_ms": _POSITIVE_NUMBER,
+            },
+        ),
+        _kind(
+            "static",
+            ["model", "batch_size", "input_tokens", "output_tokens"],
+            {
+                **_END_TO_END,
+                "batch_size": _POSITIVE_INT,
+                "latency_ms": _POSITIVE_NUMBER,
+                "ttft_ms": _POSITIVE_NUMBER,
+                "tpot_ms": _POSITIVE_NUMBER,
+                "output_tokens_per_s": _POSITIVE_NUMBER,
+                "total_tokens_per_s": _POSITIVE_NUMBER,
+            },
+            anyOf=[
+                {"required": [name]}
+                for name in (
+                    "latency_ms",
+                    "ttft_ms",
+                    "tpot_ms",
+                    "output_tokens_per_s",
+                    "total_tokens_per_s",
+                )
+            ],
+        ),
+        _kind(
+            "serving",
+            ["model", "input_tokens", "output_tokens", "concurrency"],
+            {
+                **_END_TO_END,
+                "concurrency": _POSITIVE_INT,
+                "ttft_ms": _POSITIVE_NUMBER,
+                "tpot_ms": _POSITIVE_NUMBER,
+                "backend_version": {"type": "string"},
+                "load_pattern": {"type": "string", "enum": list(SERVING_LOAD_PATTERNS)},
+                "request_rate_per_s": _POSITIVE_NUMBER,
+                "arrival_process": {"type": "string", "enum": ["", *ARRIVAL_PROCESSES]},
+                "burstiness": _POSITIVE_NUMBER,
+            },
+            anyOf=[{"required": ["ttft_ms"]}, {"required": ["tpot_ms"]}],
+        ),
+    ],
+}
+Measurement = Annotated[dict[str, Any], WithJsonSchema(MEASUREMENT_SCHEMA)]
 
 
 class CalibrationMetadata(BaseModel):
@@ -44,9 +161,8 @@ class CalibrationUploadForm(BaseModel):
     """Body of POST /v1/calibrations as multipart/form-data."""
 
     file: bytes = Field(
-        description="A benchmark CSV (columns of the H100 tables, Argonne or static runs) or the "
-        "result file of vllm bench serve, SGLang bench_serving, genai-perf, trtllm-bench or "
-        "guidellm; the format is detected from the content (docs/measurement-formats.md)."
+        description="A benchmark CSV (columns of the H100 tables, Argonne or static runs) or a "
+        "`vllm bench serve --save-result` JSON file; the format is detected from the content."
     )
     accelerator: Slug
     name: Name | None = None
@@ -92,10 +208,7 @@ class CalibrationProfileOut(BaseModel):
     name: str
     version: int = Field(description="1, 2, ... per (accelerator, backend, name).")
     created_at: str
-    format: str = Field(
-        description="Upload format: json, a harness format (vllm_bench_json, "
-        "sglang_bench_serving, genai_perf, trtllm_bench, guidellm) or a CSV format."
-    )
+    format: str = Field(description="Upload format: json, vllm_bench_json or a CSV format.")
     n_measurements: int
     parameters: dict[str, float] = Field(
         description="Fitted efficiencies (fractions) and overheads, each named with its unit."

@@ -6,15 +6,16 @@ import dataclasses
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic.config import JsonDict
 
-from service.api.schemas.common import Dtype, Slug, SourceUrl
+from service.api.schemas.common import JSON_INTEGER, READ_ONLY, Dtype, Slug, SourceUrl
 from service.engine.errors import InvalidShapeError
-from service.engine.hf_import import shape_from_hf_config
+from service.engine.hf_import import SUPPORTED_MODEL_TYPES, shape_from_hf_config
 
 
 def count(low: int, high: int) -> Any:
-    """Return a strict (no booleans, no floats) integer constraint ``low <= n <= high``."""
+    """Return a JSON-integer constraint ``low <= n <= high`` (no booleans, strings or 1.5)."""
     return Field(strict=True, ge=low, le=high)
 
 
@@ -29,18 +30,18 @@ MAX_EXPERTS = 4_096
 MAX_VOCAB = 16_777_216
 MAX_CONTEXT_TOKENS = 1_073_741_824
 
-Layers = Annotated[int, count(1, MAX_LAYERS)]
-Width = Annotated[int, count(1, MAX_WIDTH)]
-Heads = Annotated[int, count(1, MAX_HEADS)]
-HeadDim = Annotated[int, count(1, MAX_HEADS)]
-FfnWidth = Annotated[int, count(0, MAX_FFN_WIDTH)]
-Vocab = Annotated[int, count(1, MAX_VOCAB)]
-OptionalLayers = Annotated[int, count(0, MAX_LAYERS)]
-OptionalExperts = Annotated[int, count(0, MAX_EXPERTS)]
-OptionalRank = Annotated[int, count(0, MAX_WIDTH)]
-OptionalHeadDim = Annotated[int, count(0, MAX_HEADS)]
-OptionalTokens = Annotated[int, count(0, MAX_CONTEXT_TOKENS)]
-StrictCount = Annotated[int, Field(strict=True, ge=0)]
+Layers = Annotated[int, count(1, MAX_LAYERS), JSON_INTEGER]
+Width = Annotated[int, count(1, MAX_WIDTH), JSON_INTEGER]
+Heads = Annotated[int, count(1, MAX_HEADS), JSON_INTEGER]
+HeadDim = Annotated[int, count(1, MAX_HEADS), JSON_INTEGER]
+FfnWidth = Annotated[int, count(0, MAX_FFN_WIDTH), JSON_INTEGER]
+Vocab = Annotated[int, count(1, MAX_VOCAB), JSON_INTEGER]
+OptionalLayers = Annotated[int, count(0, MAX_LAYERS), JSON_INTEGER]
+OptionalExperts = Annotated[int, count(0, MAX_EXPERTS), JSON_INTEGER]
+OptionalRank = Annotated[int, count(0, MAX_WIDTH), JSON_INTEGER]
+OptionalHeadDim = Annotated[int, count(0, MAX_HEADS), JSON_INTEGER]
+OptionalTokens = Annotated[int, count(0, MAX_CONTEXT_TOKENS), JSON_INTEGER]
+StrictCount = Annotated[int, Field(strict=True, ge=0), JSON_INTEGER]
 
 
 def finite_json(value: Any, field: str) -> Any:
@@ -54,6 +55,42 @@ def finite_json(value: Any, field: str) -> Any:
         for item in value:
             finite_json(item, field)
     return value
+
+
+# Shape rules JSON Schema can state (ModelShape.validate checks these and the ones it cannot:
+# num_kv_heads divides num_heads, experts_per_token <= num_experts, first_dense_layers and
+# num_sliding_layers below num_layers, MLA rope and value dims).
+SHAPE_RULES: JsonDict = {
+    "allOf": [
+        {
+            "if": {"properties": {"num_experts": {"const": 0}}},
+            "then": {
+                "properties": {"intermediate_size": {"minimum": 1}},
+                "required": ["intermediate_size"],
+            },
+        },
+        {
+            "if": {"properties": {"num_experts": {"minimum": 1}}, "required": ["num_experts"]},
+            "then": {
+                "properties": {
+                    "experts_per_token": {"minimum": 1},
+                    "moe_intermediate_size": {"minimum": 1},
+                },
+                "required": ["experts_per_token", "moe_intermediate_size"],
+            },
+        },
+        {
+            "if": {
+                "properties": {"num_sliding_layers": {"minimum": 1}},
+                "required": ["num_sliding_layers"],
+            },
+            "then": {
+                "properties": {"sliding_window_tokens": {"minimum": 1}},
+                "required": ["sliding_window_tokens"],
+            },
+        },
+    ]
+}
 
 
 class ModelFields(BaseModel):
@@ -96,13 +133,18 @@ class ModelFields(BaseModel):
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)
     field_sources: dict[str, list[str]] = Field(default_factory=dict)
-    # Read-only fields, accepted (and ignored) so a GET body can be sent back on PUT.
-    total_params: StrictCount | None = Field(default=None, exclude=True)
-    active_params: StrictCount | None = Field(default=None, exclude=True)
-    origin: str | None = Field(default=None, exclude=True)
-    version: StrictCount | None = Field(default=None, exclude=True)
-    created_at: str | None = Field(default=None, exclude=True)
-    updated_at: str | None = Field(default=None, exclude=True)
+    # Read-only fields (readOnly in the document), accepted and ignored so that a GET body
+    # can be sent back on PUT.
+    total_params: StrictCount | None = Field(
+        default=None, exclude=True, json_schema_extra=READ_ONLY
+    )
+    active_params: StrictCount | None = Field(
+        default=None, exclude=True, json_schema_extra=READ_ONLY
+    )
+    origin: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    version: StrictCount | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    created_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
+    updated_at: str | None = Field(default=None, exclude=True, json_schema_extra=READ_ONLY)
 
     @field_validator("vendor_stated_params")
     @classmethod
@@ -114,13 +156,19 @@ class ModelFields(BaseModel):
 class ModelCreate(ModelFields):
     """Body of POST /v1/models."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra=SHAPE_RULES)
+
     id: Slug
 
 
 class ModelReplace(ModelFields):
     """Body of PUT /v1/models/{id}; ``id`` may be omitted but must match if given."""
 
-    id: Slug | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=SHAPE_RULES)
+
+    id: Slug | None = Field(
+        default=None, json_schema_extra=READ_ONLY, description="The id in the path, if given."
+    )
 
 
 class ModelImport(BaseModel):
@@ -129,7 +177,20 @@ class ModelImport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: Slug
-    hf_config: dict[str, Any]
+    hf_config: Annotated[
+        dict[str, Any],
+        WithJsonSchema(
+            {
+                "type": "object",
+                "description": "The config.json contents; the importer reads the keys of its "
+                "model_type's family and ignores the others.",
+                "required": ["model_type"],
+                "properties": {
+                    "model_type": {"type": "string", "enum": list(SUPPORTED_MODEL_TYPES)}
+                },
+            }
+        ),
+    ]
     name: str | None = Field(default=None, max_length=200)
     hf_repo: str | None = Field(default=None, max_length=200)
     sources: list[SourceUrl] | None = None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.config import JsonDict
 
 from service.api.schemas.analysis import (
     Backend,
@@ -15,7 +16,8 @@ from service.api.schemas.analysis import (
     PrecisionIn,
     Tokens,
 )
-from service.api.schemas.common import Slug
+from service.api.schemas.common import JSON_INTEGER, Slug
+from service.engine.workloads import WORKLOADS
 
 MAX_MODELS = 8
 MAX_ACCELERATORS = 64
@@ -28,9 +30,51 @@ Objective = Literal[
     "min_gpus_for_rate",
     "max_concurrency_under_slo",
 ]
-LatencyMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Degree = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_REPLICA)]
-Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+LatencyMs = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS_PER_REPLICA), JSON_INTEGER]
+Price = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+
+
+def _known_workload(value: str) -> str:
+    """Refuse a workload id that is not a preset."""
+    if value not in WORKLOADS:
+        raise ValueError(f"must be one of {', '.join(WORKLOADS)}")
+    return value
+
+
+WorkloadId = Annotated[
+    str,
+    AfterValidator(_known_workload),
+    WithJsonSchema({"type": "string", "enum": list(WORKLOADS)}),
+]
+# What JSON Schema can say about the fields that depend on each other (the service checks the
+# same): lengths come from the request or its workload; min_gpus_for_rate needs a rate.
+PLAN_DEPENDENCIES: JsonDict = {
+    "allOf": [
+        {
+            "anyOf": [
+                {"required": ["workload"], "properties": {"workload": {"type": "string"}}},
+                {
+                    "required": ["input_tokens", "output_tokens"],
+                    "properties": {
+                        "input_tokens": {"type": "integer"},
+                        "output_tokens": {"type": "integer"},
+                    },
+                },
+            ]
+        },
+        {
+            "if": {
+                "required": ["objective"],
+                "properties": {"objective": {"const": "min_gpus_for_rate"}},
+            },
+            "then": {
+                "required": ["requests_per_s"],
+                "properties": {"requests_per_s": {"type": "number"}},
+            },
+        },
+    ]
+}
 
 
 class WorkloadOut(BaseModel):
@@ -70,14 +114,16 @@ class SloIn(BaseModel):
 class PlanRequest(BaseModel):
     """Body of POST /v1/plans."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=PLAN_DEPENDENCIES)
 
     models: list[Slug] = Field(min_length=1, max_length=MAX_MODELS)
     accelerators: list[Slug] | None = Field(
         default=None, max_length=MAX_ACCELERATORS, description="Default: the whole catalog."
     )
-    workload: str | None = Field(
-        default=None, description="A preset id (GET /v1/workloads) filling what is left out."
+    workload: WorkloadId | None = Field(
+        default=None,
+        description="A preset id (GET /v1/workloads) filling what is left out; without one, "
+        "input_tokens and output_tokens are required.",
     )
     input_tokens: Tokens | None = None
     output_tokens: Tokens | None = None
@@ -86,7 +132,11 @@ class PlanRequest(BaseModel):
         default=None, description="Default: the workload's, else max_throughput_per_gpu."
     )
     requests_per_s: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Traffic to size the fleet for."
+        default=None,
+        strict=True,
+        gt=0,
+        allow_inf_nan=False,
+        description="Traffic to size the fleet for (required by min_gpus_for_rate).",
     )
     precisions: list[PrecisionIn] = Field(
         default_factory=lambda: [
@@ -122,8 +172,12 @@ class PlanRequest(BaseModel):
         default="auto",
         description='"auto" (per accelerator, newest profile), "none", or a profile id.',
     )
-    concurrency_levels: int = Field(
-        default=64, ge=1, le=1024, description="Levels per candidate, up to the memory limit."
+    concurrency_levels: Annotated[int, JSON_INTEGER] = Field(
+        default=64,
+        strict=True,
+        ge=1,
+        le=1024,
+        description="Levels per candidate, up to the memory limit.",
     )
 
 
