@@ -178,3 +178,24 @@ def test_step_overhead_falls_back_toward_its_prior_outside_the_fitted_gpu_counts
     assert one_doubling.layer_overhead_us == 30.0  # scaled by its count, not range-bound
     far = within_reach(fitted, priors, domain, gpus=64.0)
     assert abs(far.step_overhead_us - prior) < abs(one_doubling.step_overhead_us - prior)
+
+
+def test_decode_attention_kernel_is_the_estimates_formula() -> None:
+    """The calibration kernel model charges what an estimate's decode step charges."""
+    from service.engine.kernels import attention_decode_time_s
+    from service.engine.parallel import Parallelism
+    from service.engine.precision import Precision
+    from service.engine.roofline import analyze_intensity
+
+    model = MODELS["llama-3-8b"]
+    batch, past = 16, 2047
+    step = analyze_intensity(
+        model, H100, phase="decode", batch_size=batch, context_tokens=past,
+        precision=Precision(), parallelism=Parallelism(tp=2), params=DEFAULT_EFFICIENCY,
+    )  # fmt: skip
+    attention = next(op for op in step.operators if op.name == "attention")
+    kernel_s = attention_decode_time_s(
+        batch, past + 1, model.num_heads / 2, model.num_kv_heads / 2, model.head_dim,
+        kv_dtype="bf16", accelerator=H100, params=DEFAULT_EFFICIENCY,
+    )  # fmt: skip
+    assert attention.time_ms == pytest.approx(model.num_layers * float(kernel_s) * 1e3, rel=1e-9)

@@ -130,7 +130,21 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
     return ExtrapolationSpread(log_sigma, per_doubling, 0)
 
 
-DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {}
+DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
+    "serving.tpot_ms": {
+        "model": _spread(0.081),
+        "mode": _spread(0.147),
+        "concurrency": _spread(0.033, per_doubling=True),
+        "gpus": _spread(0.096, per_doubling=True),
+    },
+    "serving.ttft_ms": {
+        "model": _spread(0.976),
+        "mode": _spread(1.847),
+        "concurrency": _spread(0.216, per_doubling=True),
+        "gpus": _spread(0.311, per_doubling=True),
+    },
+    "static.latency_ms": {"model": _spread(0.105), "mode": _spread(0.188)},
+}
 
 
 def stored_spreads(profile: Mapping[str, Any]) -> dict[str, dict[str, ExtrapolationSpread]]:
@@ -264,7 +278,10 @@ def prediction_interval(
     if transferred is None:
         transferred = profile.get("transferred_from") is not None
     if extrapolating is not None and "extrapolation_spreads" in profile:
-        key = _metric_keys(metric, mode)[0]
+        # the spreads of the residual key the band itself comes from
+        table = profile.get("residual_quantiles", {})
+        keys = _metric_keys(metric, mode)
+        key = next((k for k in keys if k in table), keys[0])
         spreads = stored_spreads(profile).get(key, {})
         return interval(
             predicted,
