@@ -27,8 +27,14 @@ from calibration_data import (
     serving_runs,
 )
 
+from service.engine.calibration.domain import (
+    doublings_outside,
+    extrapolation,
+    extrapolation_amounts,
+)
 from service.engine.calibration.end_to_end import RunPredictions, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.intervals import Interval, extra_spread, residual_quantiles
 from service.engine.calibration.kernel_models import KernelBatch
 from service.engine.calibration.measurements import (
     GemmMeasurement,
@@ -113,6 +119,8 @@ class GroupCoverage:
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str, int, float]] = []
+        self.shapes: dict[str, ModelShape] = {}
+        self.spreads: dict[tuple[str, str], list[float]] = {}
 
     def add(
         self,
@@ -128,13 +136,47 @@ class GroupCoverage:
         profile = result if not transferred else replace(result, transferred_from="h100-sxm")
         for metric in np.unique(pred.metric):
             mask = pred.metric == metric
-            band = profile.interval(
-                str(metric), pred.predicted[mask], run_features(runs, pred.run[mask])
-            )
+            low = np.empty(int(mask.sum()))
+            high = np.empty(int(mask.sum()))
+            for k, (i, p) in enumerate(zip(pred.run[mask], pred.predicted[mask], strict=True)):
+                amounts = run_extrapolation(profile, runs[int(i)], self.shapes)
+                band = profile.interval(str(metric), np.array([p]), extrapolating=amounts)
+                low[k], high[k] = band.low[0], band.high[0]
+            band = Interval(low, high)
             inside = (pred.measured[mask] >= band.low) & (pred.measured[mask] <= band.high)
+            self._record_spread(protocol, str(metric), profile, pred, mask, runs)
             self.rows.append(
                 (protocol, group, str(metric), int(inside.size), 100 * float(np.mean(inside)))
             )
+
+    def _record_spread(
+        self,
+        protocol: str,
+        metric: str,
+        result: CalibrationResult,
+        pred: RunPredictions,
+        mask: np.ndarray,
+        runs: Sequence[Run],
+    ) -> None:
+        """Keep the extra log-spread this held-out group needed beyond its fit's in-domain band."""
+        kind = PROTOCOL_KIND.get(protocol)
+        if kind is None or result.domain is None or int(mask.sum()) < 8:
+            return
+        r = np.log(pred.measured[mask] / pred.predicted[mask])
+        spread = extra_spread(residual_quantiles(r), result.quantiles(metric))
+        if kind in ("concurrency", "gpus"):
+            chosen = [runs[int(i)] for i in pred.run[mask]]
+            if kind == "gpus":
+                dimension, values = "gpus", [float(x.tp * x.pp) for x in chosen]
+            else:
+                static = isinstance(chosen[0], StaticMeasurement)
+                dimension = "batch_size" if static else "concurrency"
+                values = [float(batch_of(x)) for x in chosen]
+            far = doublings_outside(result.domain, dimension, np.array(values))
+            if not np.any(far > 0):
+                return
+            spread /= float(np.median(far[far > 0]))
+        self.spreads.setdefault((kind, metric), []).append(spread)
 
     def table_rows(self) -> list[list[str]]:
         """Rows of every group; groups of ``MIN_GROUP`` points or more checked (72–88%)."""
@@ -148,15 +190,45 @@ class GroupCoverage:
         return rows
 
 
-def run_features(runs: Sequence[Run], index: np.ndarray) -> dict[str, np.ndarray]:
-    """Workload features of the runs behind predictions (for the domain-aware interval)."""
-    chosen = [runs[int(i)] for i in index]
-    return {
-        "batch_size": np.array([float(batch_of(r)) for r in chosen]),
-        "input_tokens": np.array([float(r.input_tokens) for r in chosen]),
-        "output_tokens": np.array([float(r.output_tokens) for r in chosen]),
-        "gpus": np.array([float(r.tp * r.pp) for r in chosen]),
+# Which extrapolation kind each issue-11 protocol enacts (intervals.DEFAULT_SPREADS).
+PROTOCOL_KIND = {
+    "static vllm": "model",
+    "static trtllm": "model",
+    "serving vllm": "gpus",
+    "serving sglang": "gpus",
+    "serving trtllm": "gpus",
+    "leave-model-out": "model",
+    "concurrency fit ≤ 32 → predict ≥ 64": "concurrency",
+    "concurrency fit ≥ 64 → predict ≤ 32": "concurrency",
+    "serving → static": "mode",
+    "static → serving": "mode",
+    "transfer": "accelerator",
+}
+
+
+def run_extrapolation(
+    result: CalibrationResult, run: Run, shapes: dict[str, ModelShape]
+) -> dict[str, object]:
+    """How a held-out run lies outside the profile's domain (kind → amount), as the service does."""
+    if result.domain is None:
+        return {}
+    mode = "static" if isinstance(run, StaticMeasurement) else "serving"
+    request = {
+        "mode": mode,
+        "batch_sizes": float(batch_of(run)),
+        "input_tokens": float(run.input_tokens),
+        "output_tokens": float(run.output_tokens),
+        "gpus": float(run.tp * run.pp),
     }
+    found = extrapolation(
+        result.domain,
+        model=shapes[run.model],
+        accelerator=result.domain.accelerator,
+        weights_dtype=run.weights_dtype,
+        backend=run.backend,
+        **request,  # type: ignore[arg-type]
+    )
+    return extrapolation_amounts(result.domain, found, **request)  # type: ignore[arg-type]
 
 
 def versus(after: ErrorStats, before: ErrorStats) -> str:
@@ -244,7 +316,7 @@ def _heldout_rows(
     }
     for name, train, test in folds:
         result = fit([*kernels, *train], accelerator, shapes, cross_validate=True)
-        calibrated = predict_runs(test, accelerator, shapes, result.efficiency)
+        calibrated = result.predict(test, accelerator, shapes)
         uncalibrated = predict_runs(test, accelerator, shapes, PRIOR)
         COVERAGE.add(coverage_label, result, calibrated, transferred=False)
         GROUPS.add(coverage_label, name, result, calibrated, test)
@@ -786,6 +858,30 @@ def spec_sheet_section(
     table(["set · backend · model · tp", "runs", "TTFT ratio", "TPOT / latency ratio"], rows)
 
 
+def spreads_section() -> None:
+    """Extra log-spread each extrapolation kind needed, measured on the protocols above."""
+    out("## 11a. Measured extrapolation spreads")
+    out()
+    out(
+        "Per held-out group of the protocols above: the log-spread that, added in quadrature to "
+        "the training fit's in-domain 80% band, reaches the group's own held-out band "
+        "(`intervals.extra_spread`; per doubling outside the fitted range for concurrency and "
+        "GPU count: sections 4 and 8). Model: sections 3 and 7; mode: section 9. "
+        "Median over the groups of each kind. These are the `DEFAULT_SPREADS` of "
+        "`service/engine/calibration/intervals.py`, used when a profile's own runs cannot "
+        "measure a kind (one model, one mode); a profile that can measures its own "
+        "(`extrapolation_cv.py`). Transfer is shown for context: its widening stays "
+        "`TRANSFER_LOG_SIGMA`."
+    )
+    out()
+    rows = []
+    for (kind, metric), values in sorted(GROUPS.spreads.items()):
+        rows.append(
+            [kind, metric, str(len(values)), f"{np.median(values):.3f}", f"{max(values):.3f}"]
+        )
+    table(["kind", "metric", "groups", "median log-spread", "max"], rows)
+
+
 def group_coverage_section() -> None:
     """80% coverage per held-out group, every protocol."""
     out("## 11. Interval coverage per held-out group (every protocol)")
@@ -797,6 +893,45 @@ def group_coverage_section() -> None:
     )
     out()
     table(["protocol", "group", "metric", "n", "coverage", ""], GROUPS.table_rows())
+
+
+ISSUE_11_NOTES = (
+    "**Issue 11: what changed, and which choices were made after seeing which held-out "
+    "numbers.** "
+    "(1) The per-sequence host term is now fitted per sequence *per layer* "
+    "(`sequence_layer_overhead_us`). The choice came from in-sample fits of each serving model "
+    "alone (TensorRT-LLM: 41.7 µs per sequence on 64-layer Qwen3-32B, 22.0 µs on 32-layer "
+    "Llama-3.1-8B, i.e. 0.65 / 0.69 µs per sequence per layer; vLLM 53 µs on Qwen3-32B and "
+    "0.83 µs per sequence per layer on gpt-oss-120b); those fits include the models that "
+    "section 7 holds out. With the per-step form, section 7's held-out TPOT MdAPE was 4.4% "
+    "(Llama-3.1-8B ← Qwen3-32B) and 6.0% (Qwen3-32B ← Llama-3.1-8B), with the per-layer form "
+    "5.5% and 7.0% (median slightly worse; the per-concurrency median ratio of the Llama "
+    "predictions stays within 0.93–1.02 up to concurrency 128). The per-layer form was kept "
+    "for the physics, after seeing both. "
+    "(2) The end-to-end fit is now a Gaussian-prior (MAP) fit toward per-backend priors "
+    "(`service/engine/calibration/priors.py`, `fit.parameter_shifts` in each profile). The "
+    "prior means of the per-step overhead (vLLM 1000, SGLang 500, TensorRT-LLM 200, generic 300 "
+    "µs) were set after seeing in-sample per-backend fits on the shipped runs (vLLM ≈ 900, "
+    "SGLang ≈ 540, TensorRT-LLM ≈ 210–310 µs); their sds equal the means. The prior's weight "
+    "(the runs' robust scatter) was changed from a fixed 10% after a unit test with noise-free "
+    "runs failed, not after held-out numbers. "
+    "(3) Intervals widen by measured spreads per extrapolation kind: each fit measures its own "
+    "(`extrapolation_cv.py`), and where its runs cannot (one model, one mode) section 11a's "
+    "figures are used; those were measured on the same protocols whose coverage section 11 "
+    "reports, so that coverage is not independent of them for single-model profiles. "
+    "(4) The per-step overhead falls back toward its prior by half per doubling outside the "
+    "fitted GPU counts (`reach.py`); the rate was chosen before any run and not varied. "
+    '(5) gpt-oss-120b runs as 4-bit weights with bf16 compute (`Precision(weights="fp4", '
+    'activations="bf16")`); the engine quantises every decoder-layer linear weight, while the '
+    "checkpoint keeps attention weights in bf16 (a small share of its weights; left to the "
+    "engine-physics issue). Its concurrency-512 rows (vLLM 0.11 or unversioned) report TPOT "
+    "at or below the concurrency-4 runs with TTFT of 20–460 s: they are kept, and they "
+    "dominate that model's MAPE. "
+    "(6) Not done: the spec-sheet shape (section 10: static batches 0.45–0.90 and, at TP 8, "
+    "serving TPOT 0.68–0.81 of measured, i.e. too fast as TP grows) is unchanged; no default "
+    "was moved to make those ratios meet 0.9–1.1. Splits and the data were not changed after "
+    "seeing results."
+)
 
 
 def summary_section() -> None:
@@ -812,6 +947,8 @@ def summary_section() -> None:
         f"Held-out groups where calibrated is worse than the spec sheet (bold FAIL above): "
         f"{len(FAILURES)}."
     )
+    out()
+    out(ISSUE_11_NOTES)
     out()
     out(
         "Serving model (`service/engine/serving.py`): the running batch R decodes R tokens per "
@@ -860,6 +997,7 @@ def main() -> None:
     started = time.perf_counter()
     accs = accelerators()
     shapes, aliases = models()
+    GROUPS.shapes = shapes
     h100 = accs["h100-sxm"]
     out("# Calibration accuracy (held-out data only)")
     out()
@@ -881,6 +1019,7 @@ def main() -> None:
     concurrency_section(h100, shapes, all_serving)
     static_serving_section(h100, shapes, aliases, all_serving)
     spec_sheet_section(h100, shapes, aliases, all_serving)
+    spreads_section()
     group_coverage_section()
     timing_section(accs, shapes, aliases)
     summary_section()

@@ -195,6 +195,18 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
 
 DEFAULT_EFFICIENCY = EfficiencyParams()
 
+# Terms that describe how a closed-loop load generator released requests (waves of equal-length
+# clients), not how the engine runs: fitted on closed-loop serving runs and applied only to
+# closed-loop serving estimates (``mode: serving``). Static batches never use them; an estimate
+# for any other load pattern takes them at their priors (``engine_only``).
+HARNESS_TERMS: tuple[str, ...] = ("admission_wait_steps", "prefill_queue_share")
+
+
+def engine_only(params: EfficiencyParams) -> EfficiencyParams:
+    """``params`` with the closed-loop harness terms reset to their priors (engine terms kept)."""
+    return params.replace(**{n: getattr(DEFAULT_EFFICIENCY, n) for n in HARNESS_TERMS})
+
+
 PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
 
 

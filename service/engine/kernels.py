@@ -270,10 +270,10 @@ def attention_cost(
     new_tokens: npt.ArrayLike,
     past_tokens: npt.ArrayLike,
     *,
-    num_heads: float,
-    score_dim: float,
-    value_dim: float,
-    kv_bytes_per_token: float,
+    num_heads: float | FloatArray,
+    score_dim: float | FloatArray,
+    value_dim: float | FloatArray,
+    kv_bytes_per_token: float | FloatArray,
     kv_dtype: str = "bf16",
     window_tokens: float = 0.0,
     activation_bytes_per_element: float = 2.0,
@@ -311,17 +311,28 @@ def attention_decode_time_s(
     accelerator: Accelerator,
     params: EfficiencyParams,
 ) -> FloatArray:
-    """Return seconds for one decode attention kernel (one new token, ``context_tokens`` keys)."""
+    """Return seconds for one decode attention kernel (one new token, ``context_tokens`` keys).
+
+    The same formula as the estimates' decode step (``attention_cost`` with one new token after
+    ``context_tokens − 1`` cached ones, GQA K and V of ``num_kv_heads`` heads, 16-bit Q and O),
+    so calibration fits exactly the bytes and FLOPs that estimates charge.
+    """
     heads, kv_heads, dim = as_array(num_heads), as_array(num_kv_heads), as_array(head_dim)
-    b, s = as_array(batch_size), as_array(context_tokens)
-    pairs = s  # the new token sees the whole context, itself included
-    flops = 4.0 * b * heads * dim * pairs
-    kv_bytes_per_element = DTYPE_BYTES[kv_dtype]
-    nbytes = 2.0 * b * s * kv_heads * dim * kv_bytes_per_element + 4.0 * b * heads * dim
-    compute_s = attention_compute_s(flops, s, accelerator, params)
-    memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
-    latency_s = np.where(b > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
-    return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
+    s = as_array(context_tokens)
+    cost = attention_cost(
+        batch_size,
+        1.0,
+        np.maximum(s - 1.0, 0.0),
+        num_heads=heads,
+        score_dim=dim,
+        value_dim=dim,
+        kv_bytes_per_token=2.0 * kv_heads * dim * DTYPE_BYTES[kv_dtype],
+        kv_dtype=kv_dtype,
+        activation_bytes_per_element=DTYPE_BYTES[ATTENTION_DTYPE],
+        accelerator=accelerator,
+        params=params,
+    )
+    return np.asarray(cost.time_s, dtype=np.float64)
 
 
 def attention_prefill_time_s(

@@ -118,8 +118,16 @@ def intervals_info(result: CalibrationResult) -> dict[str, Any]:
     return {
         "coverage": COVERAGE,
         "method": "empirical quantiles of held-out log(measured/predicted) residuals per metric, "
-        "widened for transfer to another accelerator and for workloads outside the calibrated "
-        "range",
+        "widened for transfer to another accelerator and, per dimension of the request outside "
+        "the profile's domain (calibration.extrapolation), by the spread measured on held-out "
+        "extrapolations of that kind",
+        "extrapolation_spreads": {
+            metric: {
+                kind: {"log_sigma": v.log_sigma, "per_doubling": v.per_doubling, "n": v.n}
+                for kind, v in kinds.items()
+            }
+            for metric, kinds in result.spreads.items()
+        },
         "transfer_log_sigma": TRANSFER_LOG_SIGMA,
         "distance_log_sigma_per_doubling": DISTANCE_LOG_SIGMA,
         "residual_quantiles": {

@@ -248,13 +248,20 @@ def profile_cache(engine: Engine) -> ProfileCache:
 
 
 def interval_columns(
-    resolved: ResolvedEfficiency, result: EstimateResult
+    resolved: ResolvedEfficiency,
+    result: EstimateResult,
+    extrapolating: Mapping[str, Any] | None = None,
 ) -> dict[str, list[float | None]]:
-    """80% interval bounds per point (``ttft_ms_p10`` ...); None without a calibration profile."""
+    """80% interval bounds per point (``ttft_ms_p10`` ...); None without a calibration profile.
+
+    ``extrapolating`` (``extrapolation.request_extrapolation``) widens them outside the domain.
+    """
     if resolved.profile is None:
         points = int(np.size(result.ttft_ms))
         return {name: [None] * points for name in INTERVAL_FIELDS}
-    bands = estimate_intervals(resolved.profile, result, transferred=resolved.transferred)
+    bands = estimate_intervals(
+        resolved.profile, result, transferred=resolved.transferred, extrapolating=extrapolating
+    )
     columns: dict[str, list[float | None]] = {}
     for metric in ("ttft_ms", "tpot_ms"):
         band = bands[metric]

@@ -42,6 +42,7 @@ from service.services.efficiency_lookup import (
     profile_cache,
 )
 from service.services.errors import NotFoundError, ServiceError
+from service.services.extrapolation import reach_params, request_extrapolation
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,7 +399,9 @@ class AnalysisService:
             context_tokens=spec.context_tokens,
             precision=target.precision,
             parallelism=target.parallelism,
-            params=resolved.params,
+            params=reach_params(
+                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+            ),
         )
         return {
             "model": model.id,
@@ -476,7 +479,9 @@ class AnalysisService:
             output_tokens=[group[0].output_tokens for group in groups],
             batch_sizes=[np.asarray(b, dtype=np.float64) for b in batch_sizes],
             mode=first.mode,
-            params=resolved.params,
+            params=reach_params(
+                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+            ),
             prices_usd_per_hour=[first.price_usd_per_hour] * len(groups),
         )
         columns: dict[str, Any] = {
@@ -487,10 +492,11 @@ class AnalysisService:
         answers: list[list[dict[str, Any]]] = []
         start = 0
         for group, result, sizes in zip(groups, results, batch_sizes, strict=True):
-            header = self._header(target, model, accelerator, resolved, result, first)
+            found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
+            header = self._header(target, model, accelerator, resolved, result, first, found)
             mine = points[start : start + len(sizes)]
             start += len(sizes)
-            for name, column in interval_columns(resolved, result).items():
+            for name, column in interval_columns(resolved, result, amounts).items():
                 for point, bound in zip(mine, column, strict=True):
                     point[name] = bound
             answers.append(_split_answers(header, mine, group))
@@ -511,15 +517,36 @@ class AnalysisService:
             output_tokens=first.output_tokens,
             batch_sizes=np.asarray(batch_sizes, dtype=np.float64),
             mode=first.mode,
-            params=resolved.params,
+            params=reach_params(
+                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+            ),
             price_usd_per_hour=first.price_usd_per_hour,
         )
-        header = self._header(target, model, accelerator, resolved, result, first)
+        found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
+        header = self._header(target, model, accelerator, resolved, result, first, found)
         points = _points(result, batch_sizes)
-        for name, column in interval_columns(resolved, result).items():
+        for name, column in interval_columns(resolved, result, amounts).items():
             for point, bound in zip(points, column, strict=True):
                 point[name] = bound
         return _split_answers(header, points, specs)
+
+    @staticmethod
+    def _extrapolation(
+        target: AnalysisTarget,
+        model: ModelShape,
+        accelerator: Accelerator,
+        resolved: ResolvedEfficiency,
+        result: EstimateResult,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """What of the request lies outside the profile's domain, and the widening amounts."""
+        return request_extrapolation(
+            resolved.profile,
+            model,
+            accelerator.id,
+            result,
+            weights_dtype=target.precision.weights,
+            backend=target.backend,
+        )
 
     @staticmethod
     def _header(
@@ -529,6 +556,7 @@ class AnalysisService:
         resolved: ResolvedEfficiency,
         result: EstimateResult,
         first: EstimateSpec,
+        extrapolation: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Return the fields an estimate answer carries besides its points."""
         price = (
@@ -546,7 +574,11 @@ class AnalysisService:
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,
             "gpus_per_replica": result.gpus_per_replica,
-            "calibration": resolved.calibration,
+            "calibration": (
+                None
+                if resolved.calibration is None
+                else {**resolved.calibration, "extrapolation": extrapolation or []}
+            ),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,

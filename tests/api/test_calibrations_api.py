@@ -515,11 +515,18 @@ def test_auto_uses_the_newest_profile_with_intervals(
     assert serving["serving.ttft_ms"]["held_out"]["n"] > 0
     auto = estimate(client, calibration="auto")
     none = estimate(client, calibration="none")
+    outside = auto["calibration"].pop("extrapolation")
     assert auto["calibration"] == {
         "id": serving_profile["id"],
         "name": "qwen3 serving",
         "transferred_from": None,
     }
+    # the profile was fitted on fp8 runs at concurrency >= 8: bf16 and concurrency 1 lie outside
+    by_dimension = {e["dimension"]: e for e in outside}
+    assert by_dimension["precision"]["requested"] == "bf16"
+    assert by_dimension["precision"]["fitted_values"] == ["fp8"]
+    assert by_dimension["concurrency"]["requested"] == 1
+    assert by_dimension["concurrency"]["fitted_low"] > 1
     assert none["calibration"] is None
     assert [p["tpot_ms"] for p in auto["points"]] != [p["tpot_ms"] for p in none["points"]]
     for point in auto["points"]:
@@ -531,6 +538,36 @@ def test_auto_uses_the_newest_profile_with_intervals(
     assert by_id["points"] == auto["points"]
     # another backend falls back to a backend-less profile, of which there is none
     assert estimate(client, backend="vllm")["calibration"] is None
+
+
+def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_intervals(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    domain = serving_profile["fit"]["domain"]
+    assert domain["backends"] == ["trtllm"]
+    assert [m["id"] for m in domain["models"]] == ["qwen3-32b"]
+    assert domain["models"][0] == {"id": "qwen3-32b", "kind": "dense", "layers": 64,
+                                   "hidden_size": 5120}  # fmt: skip
+    low, high = domain["ranges"]["concurrency"]["low"], domain["ranges"]["concurrency"]["high"]
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+    inside = estimate(client, precision=fp8, batch_sizes=[int(low), int(high)])
+    assert inside["calibration"]["extrapolation"] == []
+    far = estimate(client, precision=fp8, batch_sizes=[int(high) * 8])
+    assert [e["dimension"] for e in far["calibration"]["extrapolation"]] == ["concurrency"]
+    assert _relative_width(far["points"][0], "tpot_ms") > _relative_width(
+        inside["points"][1], "tpot_ms"
+    )
+    shifts = serving_profile["fit"]["parameter_shifts"]
+    assert serving_profile["fit"]["prior_backend"] == "trtllm"
+    assert set(shifts) >= {"step_overhead_us", "sequence_layer_overhead_us"}
+    step = shifts["step_overhead_us"]
+    assert step["shift_prior_sd"] == pytest.approx(
+        (step["fitted"] - step["prior"]) / step["prior_sd"]
+    )
+    assert set(serving_profile["fit"]["harness_terms"]["closed_loop"]) == {
+        "admission_wait_steps",
+        "prefill_queue_share",
+    }
 
 
 def test_profile_transfers_to_another_accelerator(

@@ -140,12 +140,34 @@ class OperatorOut(BaseModel):
     time_ms: float
 
 
+class ExtrapolationOut(BaseModel):
+    """One dimension of the request outside what the profile was fitted on."""
+
+    dimension: str = Field(
+        description="accelerator, backend, mode, model, model_kind, hidden_size, layers, "
+        "precision, batch_size or concurrency, input_tokens, output_tokens, gpus."
+    )
+    requested: float | str = Field(
+        description="The requested value (for a sweep, the one farthest outside)."
+    )
+    fitted_low: float | None = Field(default=None, description="Fitted range, numeric dimensions.")
+    fitted_high: float | None = None
+    fitted_values: list[str] = Field(
+        default_factory=list, description="Fitted values, categorical dimensions."
+    )
+
+
 class CalibrationOut(BaseModel):
     """The calibration profile an answer used."""
 
     id: str
     name: str
     transferred_from: str | None = None
+    extrapolation: list[ExtrapolationOut] = Field(
+        default_factory=list,
+        description="What of this request lies outside the profile's fitted domain; the 80% "
+        "intervals are widened by spreads measured on held-out extrapolations of each kind.",
+    )
 
 
 EfficiencyPrior = Literal["measured_matmul", "default"] | None

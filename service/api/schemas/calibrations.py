@@ -188,6 +188,16 @@ class MetricFitOut(BaseModel):
     )
 
 
+class ParameterShiftOut(BaseModel):
+    """How far the end-to-end runs moved one engine parameter from its backend prior."""
+
+    prior: float
+    prior_sd: float
+    fitted: float
+    standard_error: float | None
+    shift_prior_sd: float = Field(description="(fitted − prior) / prior_sd.")
+
+
 class FitOut(BaseModel):
     """Fit quality of a profile."""
 
@@ -195,6 +205,24 @@ class FitOut(BaseModel):
     n_by_kind: dict[str, int]
     metrics: dict[str, MetricFitOut] = Field(
         description='Keyed "<kind>.<metric>", e.g. "serving.tpot_ms", "gemm_bf16.latency_ms".'
+    )
+    prior_backend: str | None = Field(
+        default=None,
+        description="Prior set the end-to-end fit shrank toward: vllm, sglang, trtllm or "
+        "generic; null without end-to-end runs.",
+    )
+    parameter_shifts: dict[str, ParameterShiftOut] = Field(
+        default_factory=dict, description="Per fitted end-to-end parameter (unit in its name)."
+    )
+    domain: dict[str, Any] | None = Field(
+        default=None,
+        description="What the end-to-end stage was fitted on: accelerator, backends, models "
+        "with traits (kind dense/moe/mla, layers, hidden_size), precisions, modes, ranges.",
+    )
+    harness_terms: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Load-generator terms by load pattern (closed_loop); applied only to "
+        "estimates of that pattern, never as engine behaviour.",
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +20,7 @@ from numpy.typing import NDArray
 from service.engine.calibration import response
 from service.engine.calibration.intervals import FeatureRange
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
+from service.engine.calibration.priors import Prior, prior_backend, priors_for
 from service.engine.calibration.quality import (
     ErrorStats,
     MetricQuality,
@@ -89,6 +91,10 @@ def predict_runs(
     )
 
 
+# What ``fit_end_to_end`` hands on for further held-out fits: predictor, response, start.
+Prepared = dict[str, Any]
+
+
 def free_names(runs: Sequence[Run]) -> tuple[str, ...]:
     """Parameters the end-to-end stage fits for these runs."""
     if any(isinstance(r, ServingMeasurement) for r in runs):
@@ -109,31 +115,68 @@ def _solve_affine(
     offset: NDArray[np.float64],
     slope: NDArray[np.float64],
     measured: NDArray[np.float64],
+    priors: Mapping[str, Prior],
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Robust fit of log((offset + slope·v) / measured) over ``names`` within their bounds."""
+    """Robust fit of log((offset + slope·v) / measured) over ``names`` within their bounds.
+
+    Each name with a prior adds the residual ``σ · (v − mean) / sd`` (a Gaussian prior in a
+    least-squares fit whose runs scatter by σ in log units): σ is the robust scatter
+    (1.4826 · MAD) of the runs' residuals at the unregularised solution, and the fit is repeated
+    from there with the priors.
+    """
+    fitted, se, data = _solve_affine_once(names, start, offset, slope, measured, priors, 0.0)
+    if not data.size or not any(n in priors for n in names):
+        return fitted, se
+    scatter = float(np.clip(1.4826 * np.median(np.abs(data - np.median(data))), *SCATTER))
+    fitted, se, _ = _solve_affine_once(names, fitted, offset, slope, measured, priors, scatter)
+    return fitted, se
+
+
+SCATTER = (1e-4, 1.0)  # bounds of the residual scatter that weighs the priors
+
+
+def _solve_affine_once(
+    names: Sequence[str],
+    start: Mapping[str, float],
+    offset: NDArray[np.float64],
+    slope: NDArray[np.float64],
+    measured: NDArray[np.float64],
+    priors: Mapping[str, Prior],
+    scatter: float,
+) -> tuple[dict[str, float], dict[str, float], NDArray[np.float64]]:
+    held = [n for n in names if n in priors]
+    mean = np.array([priors[n].mean for n in held], dtype=float)
+    weight = np.array([scatter / priors[n].sd for n in held], dtype=float)
+    prior_jac = np.zeros((len(held), len(names)))
+    for row, n in enumerate(held):
+        prior_jac[row, list(names).index(n)] = weight[row]
 
     def predicted(v: Mapping[str, float]) -> NDArray[np.float64]:
         return np.asarray(offset + slope @ np.array([v[n] for n in names]), dtype=np.float64)
 
     def residuals(v: Mapping[str, float]) -> NDArray[np.float64]:
         pred = np.maximum(predicted(v), 1e-9)
-        return np.asarray(np.log(pred / measured), dtype=np.float64)
+        shrink = weight * (np.array([v[n] for n in held], dtype=float) - mean)
+        return np.asarray(np.concatenate([np.log(pred / measured), shrink]), dtype=np.float64)
 
     def jacobian(v: Mapping[str, float]) -> NDArray[np.float64]:
         pred = predicted(v)
         live = (pred > 1e-9)[:, None]
-        return np.asarray(np.where(live, slope / np.maximum(pred, 1e-9)[:, None], 0.0))
+        data = np.where(live, slope / np.maximum(pred, 1e-9)[:, None], 0.0)
+        return np.asarray(np.vstack([data, prior_jac]), dtype=np.float64)
 
     sol = solve(names, start, PARAMETER_BOUNDS, residuals, jacobian)
-    return dict(sol.values), dict(sol.standard_errors)
+    data = residuals(sol.values)[: measured.size]
+    return dict(sol.values), dict(sol.standard_errors), data[np.isfinite(data)]
 
 
-def _fit_response(
+def fit_response(
     resp: Response,
     predictor: RunPredictor,
     use: NDArray[np.bool_],
     values: Mapping[str, float],
     names: Sequence[str],
+    priors: Mapping[str, Prior],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
 
@@ -146,7 +189,7 @@ def _fit_response(
     se: dict[str, float] = {}
     for _ in range(STAGE_ROUNDS):
         before = current.get("prefill_queue_share", 0.0)
-        current, se = _fit_stages(resp, predictor, use, current, names)
+        current, se = _fit_stages(resp, predictor, use, current, names, priors)
         if abs(current.get("prefill_queue_share", 0.0) - before) <= SHARE_TOLERANCE:
             break
     return current, se
@@ -158,6 +201,7 @@ def _fit_stages(
     use: NDArray[np.bool_],
     values: Mapping[str, float],
     names: Sequence[str],
+    priors: Mapping[str, Prior],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """One pass of the two stages: overheads on step times, then queue terms on TTFT."""
     is_ttft = predictor.serving & (predictor.target_output == OUTPUTS.index("ttft_ms"))
@@ -181,7 +225,7 @@ def _fit_stages(
         rest = [i for i, n in enumerate(group) if n not in chosen]
         offset = offset + slope[:, rest] @ fixed[rest]
         fitted, stage_se = _solve_affine(
-            chosen, current, offset, slope[:, pick], predictor.measured[rows]
+            chosen, current, offset, slope[:, pick], predictor.measured[rows], priors
         )
         current.update(fitted)
         se.update(stage_se)
@@ -196,6 +240,8 @@ def fit_end_to_end(
     *,
     cross_validate: bool = True,
     before_values: Mapping[str, float] | None = None,
+    priors: Mapping[str, Prior] | None = None,
+    prepared: Prepared | None = None,
 ) -> tuple[
     dict[str, float],
     dict[str, float],
@@ -204,17 +250,25 @@ def fit_end_to_end(
 ]:
     """Fit the end-to-end parameters; return values, standard errors, quality and residuals.
 
-    ``values`` holds every EfficiencyParams field (the kernel-fitted profile so far).
+    ``values`` holds every EfficiencyParams field (the kernel-fitted profile so far). The fit
+    starts at and shrinks toward ``priors`` (default: those of the runs' backend, priors.py).
+    ``prepared``, when given, receives the predictor, first response and start values, so
+    further held-out fits (``extrapolation_cv``) reuse the engine passes.
     """
     names = free_names(runs)
+    if priors is None:
+        priors = priors_for(prior_backend([r.backend for r in runs]))
+    values = {**values, **{n: p.mean for n, p in priors.items() if n in names}}
     predictor = RunPredictor(runs, accelerator, models)
     every = np.ones(predictor.measured.size, dtype=bool)
     linear = [n for n in names if n not in QUEUE_NAMES]
     queue = [n for n in names if n in QUEUE_NAMES]
     centre = dict(values)
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS):
         resp = response.build(predictor, centre, linear, queue)
-        fitted, se = _fit_response(resp, predictor, every, centre, names)
+        if round_ == 0 and prepared is not None:
+            prepared.update(predictor=predictor, response=resp, start=dict(values))
+        fitted, se = fit_response(resp, predictor, every, centre, names, priors)
         after = predictor.predict(EfficiencyParams.from_dict(fitted))
         if resp.max_log_error(after, fitted) <= EXACT_LOG_TOLERANCE:
             break
@@ -229,7 +283,7 @@ def fit_end_to_end(
             test_rows = np.flatnonzero(np.isin(predictor.target_run, test))
             fold_names = free_names([runs[i] for i in train])
             # starts from ``values`` (not the full fit): nothing of the held-out runs leaks in
-            fold, _ = _fit_response(resp, predictor, train_rows, values, fold_names)
+            fold, _ = fit_response(resp, predictor, train_rows, values, fold_names, priors)
             x, q = resp.split(fold)
             held[test_rows] = resp.predict(x, q, test_rows)
     quality: dict[str, MetricQuality] = {}

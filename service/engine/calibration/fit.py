@@ -31,14 +31,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from service.engine.calibration import end_to_end as e2e
+from service.engine.calibration.domain import Domain
 from service.engine.calibration.end_to_end import RunPredictions
+from service.engine.calibration.extrapolation_cv import extrapolation_spreads
 from service.engine.calibration.intervals import (
+    ExtrapolationSpread,
     FeatureRange,
     Interval,
     ResidualQuantiles,
     doublings_outside,
     interval,
     residual_quantiles,
+    spread_sigma,
+    stored_spreads,
 )
 from service.engine.calibration.kernel_models import KernelBatch, KernelMeasurement
 from service.engine.calibration.measurements import (
@@ -49,6 +54,7 @@ from service.engine.calibration.measurements import (
     ServingMeasurement,
     StaticMeasurement,
 )
+from service.engine.calibration.priors import Prior, prior_backend, priors_for
 from service.engine.calibration.quality import (
     ErrorStats,
     MetricQuality,
@@ -56,10 +62,12 @@ from service.engine.calibration.quality import (
     kfold_splits,
     log_residuals,
 )
+from service.engine.calibration.reach import within_reach
 from service.engine.calibration.solver import solve
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     DTYPE_GROUPS,
+    HARNESS_TERMS,
     PARAMETER_BOUNDS,
     EfficiencyParams,
     dtype_group,
@@ -102,6 +110,13 @@ class CalibrationResult:
     warnings: tuple[str, ...] = ()
     # held-out log(meas/pred) per metric; in memory only (storage keeps the quantiles)
     residuals: Mapping[str, NDArray[np.float64]] = field(default_factory=dict)
+    # what the end-to-end stage was fitted on (domain.py); empty for kernel-only profiles
+    domain: Domain | None = None
+    # the prior set the end-to-end fit shrank toward (priors.py) and its values
+    prior_backend: str | None = None
+    priors: Mapping[str, Prior] = field(default_factory=dict)
+    # measured extra log-spread per metric and extrapolation kind (extrapolation_cv.py)
+    spreads: Mapping[str, Mapping[str, ExtrapolationSpread]] = field(default_factory=dict)
 
     @property
     def values(self) -> dict[str, float]:
@@ -130,8 +145,32 @@ class CalibrationResult:
         accelerator: Accelerator,
         models: Mapping[str, ModelShape],
     ) -> RunPredictions:
-        """Predict the measured metrics of end-to-end runs on ``accelerator`` with this profile."""
-        return e2e.predict_runs(runs, accelerator, models, self.efficiency)
+        """Predict the measured metrics of end-to-end runs on ``accelerator`` with this profile.
+
+        As estimates do: per GPU count, range-bound parameters within their reach (reach.py).
+        """
+        by_gpus: dict[int, list[int]] = {}
+        for i, r in enumerate(runs):
+            by_gpus.setdefault(r.tp * r.pp, []).append(i)
+        parts = []
+        for gpus, idx in by_gpus.items():
+            params = self.params_for(gpus=float(gpus))
+            got = e2e.predict_runs([runs[i] for i in idx], accelerator, models, params)
+            parts.append(replace(got, run=np.asarray(idx, dtype=np.intp)[got.run]))
+        if not parts:
+            return e2e.predict_runs([], accelerator, models, self.efficiency)
+        run = np.concatenate([p.run for p in parts])
+        order = np.argsort(run, kind="stable")  # the order predict_runs gives: by run
+        return e2e.RunPredictions(
+            run=run[order],
+            metric=np.concatenate([p.metric for p in parts])[order],
+            predicted=np.concatenate([p.predicted for p in parts])[order],
+            measured=np.concatenate([p.measured for p in parts])[order],
+        )
+
+    def params_for(self, *, gpus: float) -> EfficiencyParams:
+        """The efficiencies an estimate on ``gpus`` GPUs uses (``reach.within_reach``)."""
+        return within_reach(self.efficiency, self.priors, self.domain, gpus=gpus)
 
     def quantiles(self, metric: str) -> ResidualQuantiles:
         """Held-out residual quantiles of ``metric`` (e.g. ``serving.tpot_ms``)."""
@@ -143,19 +182,45 @@ class CalibrationResult:
         metric: str,
         predicted: ArrayLike,
         features: Mapping[str, ArrayLike] | None = None,
+        extrapolating: Mapping[str, ArrayLike] | None = None,
     ) -> Interval:
         """80% prediction interval for ``metric`` around ``predicted`` (see ``intervals``).
 
-        ``features`` (``batch_size``, ``input_tokens``, ``output_tokens``, ``gpus``) widen the
-        interval by how far they lie outside the end-to-end calibration data.
+        ``extrapolating`` (kind → doublings outside, or 1.0; ``domain.extrapolation_amounts``)
+        widens it by the spreads measured held out for those kinds. Without it, ``features``
+        (``batch_size``, ``input_tokens``, ``output_tokens``, ``gpus``) widen it by the old
+        fixed distance term (profiles stored before domains were recorded).
         """
+        transferred = self.transferred_from is not None
+        if extrapolating is not None:
+            spreads = self.spreads.get(metric, {})
+            return interval(
+                predicted,
+                self.quantiles(metric),
+                transferred=transferred,
+                extra_sigma=spread_sigma(spreads, extrapolating, metric),
+            )
         far = doublings_outside(self.ranges, features) if features else 0.0
         return interval(
-            predicted,
-            self.quantiles(metric),
-            transferred=self.transferred_from is not None,
-            doublings_outside=far,
+            predicted, self.quantiles(metric), transferred=transferred, doublings_outside=far
         )
+
+    def parameter_report(self) -> dict[str, dict[str, float | None]]:
+        """Per end-to-end parameter: prior, prior sd, fitted, standard error, shift in prior sds."""
+        values = self.values
+        out: dict[str, dict[str, float | None]] = {}
+        for name, prior in self.priors.items():
+            if name not in self.standard_errors:
+                continue
+            fitted = values[name]
+            out[name] = {
+                "prior": prior.mean,
+                "prior_sd": prior.sd,
+                "fitted": fitted,
+                "standard_error": _json_float(self.standard_errors[name]),
+                "shift_prior_sd": (fitted - prior.mean) / prior.sd,
+            }
+        return out
 
     def fit_summary(self) -> dict[str, object]:
         """The profile's ``fit`` object: counts and per kind/metric errors (api.md)."""
@@ -170,7 +235,16 @@ class CalibrationResult:
             "n_measurements": sum(self.n_measurements.values()),
             "n_by_kind": dict(self.n_measurements),
             "metrics": metrics,
+            "prior_backend": self.prior_backend,
+            "parameter_shifts": self.parameter_report(),
+            "domain": None if self.domain is None else self.domain.to_dict(),
+            "harness_terms": self.harness_terms(),
         }
+
+    def harness_terms(self) -> dict[str, dict[str, float]]:
+        """Fitted load-generator terms by load pattern (closed loop only: the shipped runs)."""
+        fitted = {n: self.values[n] for n in HARNESS_TERMS if n in self.standard_errors}
+        return {"closed_loop": fitted} if fitted else {}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form for storage (NaN becomes None); ``from_dict`` rebuilds the result."""
@@ -195,6 +269,16 @@ class CalibrationResult:
             "ranges": {k: {"low": r.low, "high": r.high} for k, r in self.ranges.items()},
             "transferred_from": self.transferred_from,
             "warnings": list(self.warnings),
+            "domain": None if self.domain is None else self.domain.to_dict(),
+            "prior_backend": self.prior_backend,
+            "priors": {k: {"mean": p.mean, "sd": p.sd} for k, p in self.priors.items()},
+            "extrapolation_spreads": {
+                metric: {
+                    kind: {"log_sigma": v.log_sigma, "per_doubling": v.per_doubling, "n": v.n}
+                    for kind, v in kinds.items()
+                }
+                for metric, kinds in self.spreads.items()
+            },
         }
 
     @classmethod
@@ -224,6 +308,13 @@ class CalibrationResult:
             },
             transferred_from=data.get("transferred_from"),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
+            domain=None if data.get("domain") is None else Domain.from_dict(data["domain"]),
+            prior_backend=data.get("prior_backend"),
+            priors={
+                k: Prior(float(p["mean"]), float(p["sd"]))
+                for k, p in data.get("priors", {}).items()
+            },
+            spreads=stored_spreads(data),
         )
 
 
@@ -378,7 +469,14 @@ def fit(
     for missing in sorted({m.model for m in runs if m.model not in models}):
         warnings.append(f"model {missing!r} is not in the catalog; its runs were skipped")
     ranges: dict[str, FeatureRange] = {}
+    domain: Domain | None = None
+    backend: str | None = None
+    priors: Mapping[str, Prior] = {}
+    spreads: dict[str, dict[str, ExtrapolationSpread]] = {}
     if known:
+        backend = prior_backend([r.backend for r in known])
+        priors = priors_for(backend)
+        prepared: e2e.Prepared = {}
         values, se, e2e_quality, e2e_residuals = e2e.fit_end_to_end(
             known,
             accelerator,
@@ -386,11 +484,16 @@ def fit(
             dict(values),
             cross_validate=cross_validate,
             before_values=start,
+            priors=priors,
+            prepared=prepared,
         )
         errors.update(se)
         quality.update(e2e_quality)
         residuals.update(e2e_residuals)
         ranges = e2e.feature_ranges(known)
+        domain = Domain.of_runs(known, models, accelerator.id)
+        if cross_validate:
+            spreads = extrapolation_spreads(known, prepared, e2e_residuals, priors)
     return CalibrationResult(
         accelerator=accelerator.id,
         efficiency=EfficiencyParams.from_dict(values),
@@ -401,4 +504,8 @@ def fit(
         ranges=ranges,
         warnings=tuple(warnings),
         residuals=residuals,
+        domain=domain,
+        prior_backend=backend,
+        priors={k: v for k, v in priors.items() if k in errors},
+        spreads=spreads,
     )

@@ -72,6 +72,94 @@ class ResidualQuantiles:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtrapolationSpread:
+    """Extra log-spread an interval needs for one kind of extrapolation, measured held out.
+
+    ``per_doubling``: the spread is per doubling outside the fitted range (numeric kinds);
+    otherwise it applies whole once the request is outside (model, mode, backend, ...).
+    ``n`` held-out residuals measured it (``extrapolation_cv``).
+    """
+
+    log_sigma: float
+    per_doubling: bool
+    n: int
+
+
+def extra_spread(outside: ResidualQuantiles, inside: ResidualQuantiles) -> float:
+    """Log-spread that, added in quadrature to the in-domain band, reaches the outside band.
+
+    The outside band's reach from the in-domain centre (its half-width plus any shift of its
+    centre) must equal √(h_in² + (z·s)²); s is 0 when the outside band is no wider.
+    """
+    centre_in = (inside.q_low + inside.q_high) / 2.0
+    h_in = (inside.q_high - inside.q_low) / 2.0
+    centre_out = (outside.q_low + outside.q_high) / 2.0
+    reach = (outside.q_high - outside.q_low) / 2.0 + abs(centre_out - centre_in)
+    return math.sqrt(max(reach**2 - h_in**2, 0.0)) / Z_90
+
+
+def spread_sigma(
+    spreads: Mapping[str, ExtrapolationSpread],
+    kinds: Mapping[str, ArrayLike],
+    metric: str = "",
+) -> NDArray[np.float64]:
+    """Total extra log-spread for the kinds a request extrapolates in, added in quadrature.
+
+    ``kinds`` maps a kind to its doublings outside (numeric kinds) or 1.0 (whole kinds). A kind
+    the profile did not measure takes ``DEFAULT_SPREADS[metric]`` (benchmarks/accuracy.py).
+    """
+    defaults = DEFAULT_SPREADS.get(metric, {})
+    total: NDArray[np.float64] = np.zeros(())
+    for kind, amount in kinds.items():
+        spread = spreads.get(kind) or defaults.get(kind)
+        if spread is None:
+            continue
+        a = np.asarray(amount, dtype=float)
+        scale = a if spread.per_doubling else (a > 0).astype(float)
+        total = total + (spread.log_sigma * scale) ** 2
+    return np.asarray(np.sqrt(total), dtype=np.float64)
+
+
+# Extra log-spread per metric and extrapolation kind where a profile's own runs cannot measure
+# it (one model, one mode, ...): the medians over held-out groups that benchmarks/accuracy.py
+# measures on the shipped data (accuracy.md section 11a: each group's held-out residuals
+# against its training fit's in-domain band, same formula as ``extra_spread``; model from the
+# leave-one-model-out protocols, mode from static <-> serving, concurrency and GPU count per
+# doubling from the concurrency-range and hold-out-TP protocols).
+def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread:
+    return ExtrapolationSpread(log_sigma, per_doubling, 0)
+
+
+DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
+    "serving.tpot_ms": {
+        "model": _spread(0.081),
+        "mode": _spread(0.147),
+        "concurrency": _spread(0.033, per_doubling=True),
+        "gpus": _spread(0.096, per_doubling=True),
+    },
+    "serving.ttft_ms": {
+        "model": _spread(0.976),
+        "mode": _spread(1.847),
+        "concurrency": _spread(0.216, per_doubling=True),
+        "gpus": _spread(0.311, per_doubling=True),
+    },
+    "static.latency_ms": {"model": _spread(0.105), "mode": _spread(0.188)},
+}
+
+
+def stored_spreads(profile: Mapping[str, Any]) -> dict[str, dict[str, ExtrapolationSpread]]:
+    """Measured extrapolation spreads of a stored profile, per metric and kind."""
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]] = profile.get("extrapolation_spreads", {})
+    return {
+        metric: {
+            kind: ExtrapolationSpread(float(v["log_sigma"]), bool(v["per_doubling"]), int(v["n"]))
+            for kind, v in kinds.items()
+        }
+        for metric, kinds in table.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class Interval:
     """An interval per prediction, same units as the prediction."""
 
@@ -110,10 +198,15 @@ def interval(
     *,
     transferred: bool = False,
     doublings_outside: ArrayLike = 0.0,
+    extra_sigma: ArrayLike = 0.0,
 ) -> Interval:
-    """Prediction interval around ``predicted`` from residual quantiles, widened as documented."""
+    """Prediction interval around ``predicted`` from residual quantiles, widened as documented.
+
+    ``extra_sigma`` (measured extrapolation spreads, ``spread_sigma``) adds in quadrature.
+    """
     p = np.asarray(predicted, dtype=float)
     s = extra_log_sigma(transferred=transferred, doublings_outside=doublings_outside)
+    s = np.sqrt(s**2 + np.asarray(extra_sigma, dtype=float) ** 2)
     centre = (quantiles.q_low + quantiles.q_high) / 2.0
     half = np.sqrt(((quantiles.q_high - quantiles.q_low) / 2.0) ** 2 + (Z_90 * s) ** 2)
     low = p * np.exp(centre - half)
@@ -170,8 +263,12 @@ def prediction_interval(
     mode: str = "serving",
     transferred: bool | None = None,
     features: Mapping[str, ArrayLike] | None = None,
+    extrapolating: Mapping[str, ArrayLike] | None = None,
 ) -> Interval:
     """80% interval per point for ``metric`` (``ttft_ms``, ``tpot_ms``, or a full key).
+
+    ``extrapolating`` (kind → amount, ``domain.extrapolation_amounts``) widens it by the
+    profile's measured extrapolation spreads; profiles stored without them use ``features``.
 
     ``profile`` is a stored profile (``CalibrationResult.to_dict()``). ``transferred`` defaults
     to the profile's own flag; pass True when it is applied to another accelerator. ``features``
@@ -180,6 +277,18 @@ def prediction_interval(
     """
     if transferred is None:
         transferred = profile.get("transferred_from") is not None
+    if extrapolating is not None and "extrapolation_spreads" in profile:
+        # the spreads of the residual key the band itself comes from
+        table = profile.get("residual_quantiles", {})
+        keys = _metric_keys(metric, mode)
+        key = next((k for k in keys if k in table), keys[0])
+        spreads = stored_spreads(profile).get(key, {})
+        return interval(
+            predicted,
+            stored_quantiles(profile, metric, mode),
+            transferred=transferred,
+            extra_sigma=spread_sigma(spreads, extrapolating, key),
+        )
     ranges = {
         k: FeatureRange(float(r["low"]), float(r["high"]))
         for k, r in profile.get("ranges", {}).items()
@@ -194,7 +303,11 @@ def prediction_interval(
 
 
 def estimate_intervals(
-    profile: Mapping[str, Any], result: EstimateResult, *, transferred: bool | None = None
+    profile: Mapping[str, Any],
+    result: EstimateResult,
+    *,
+    transferred: bool | None = None,
+    extrapolating: Mapping[str, ArrayLike] | None = None,
 ) -> dict[str, Interval]:
     """Return 80% intervals of an estimate's TTFT and TPOT per point from a stored profile."""
     features: dict[str, ArrayLike] = {
@@ -211,6 +324,7 @@ def estimate_intervals(
             mode=result.mode,
             transferred=transferred,
             features=features,
+            extrapolating=extrapolating,
         )
         for metric in ("ttft_ms", "tpot_ms")
     }

@@ -1,0 +1,293 @@
+"""What a profile was fitted on (its domain) and what of an estimate request lies outside it.
+
+A profile's end-to-end parameters are evidenced only by the runs it was fitted on: their
+backends, models (with the traits that change the physics: dense / MoE / MLA, layer count,
+hidden size), precisions, modes (static batch or closed-loop serving), batch sizes or
+concurrencies, prompt and output lengths, GPU counts, and the accelerator. ``Domain`` records
+that; ``extrapolation`` lists, for one request, every dimension it lies outside of, and
+``extrapolation_kinds`` groups them into the kinds whose held-out interval widening the fit
+measures (``intervals``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
+from service.engine.calibration.run_predictor import batch_of, precision_of
+from service.engine.efficiency import dtype_group
+from service.engine.shapes import ModelShape
+
+Run = StaticMeasurement | ServingMeasurement
+# Numeric dimensions and the request feature each is checked against.
+NUMERIC = ("batch_size", "concurrency", "input_tokens", "output_tokens", "gpus", "layers")
+# Which widening kind (intervals.EXTRAPOLATION_KINDS) each dimension belongs to.
+KIND_OF: Mapping[str, str] = {
+    "model": "model",
+    "model_kind": "model",
+    "layers": "model",
+    "hidden_size": "model",
+    "precision": "model",
+    "backend": "backend",
+    "mode": "mode",
+    "batch_size": "concurrency",
+    "concurrency": "concurrency",
+    "input_tokens": "length",
+    "output_tokens": "length",
+    "gpus": "gpus",
+    "accelerator": "accelerator",
+}
+
+
+def model_kind(model: ModelShape) -> str:
+    """``mla`` (DeepSeek-style latent attention), ``moe`` or ``dense``."""
+    if model.is_mla:
+        return "mla"
+    return "moe" if model.is_moe else "dense"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTraits:
+    """A fitted model and the traits that change how its runs scale."""
+
+    id: str
+    kind: str  # dense / moe / mla
+    layers: int
+    hidden_size: int
+
+    @classmethod
+    def of(cls, model: ModelShape) -> ModelTraits:
+        """Traits of a catalog model."""
+        return cls(model.id, model_kind(model), model.num_layers, model.hidden_size)
+
+
+@dataclass(frozen=True, slots=True)
+class Extrapolation:
+    """One dimension of a request outside the profile's domain.
+
+    Numeric dimensions give the fitted range (``fitted_low`` … ``fitted_high``); categorical ones
+    the fitted values. ``requested`` is the value (for a sweep, the one farthest outside).
+    """
+
+    dimension: str
+    requested: float | str
+    fitted_low: float | None = None
+    fitted_high: float | None = None
+    fitted_values: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """Widening kind of this dimension (``model``, ``concurrency``, ``length``, ...)."""
+        return KIND_OF[self.dimension]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (the API's ``calibration.extrapolation`` item)."""
+        return {
+            "dimension": self.dimension,
+            "requested": self.requested,
+            "fitted_low": self.fitted_low,
+            "fitted_high": self.fitted_high,
+            "fitted_values": list(self.fitted_values),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """What a profile's end-to-end stage was fitted on; empty for a kernel-only profile."""
+
+    accelerator: str
+    backends: tuple[str, ...] = ()
+    models: tuple[ModelTraits, ...] = ()
+    precisions: tuple[str, ...] = ()  # "weights/activations/kv_cache"
+    modes: tuple[str, ...] = ()
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of_runs(
+        cls, runs: Sequence[Run], models: Mapping[str, ModelShape], accelerator: str
+    ) -> Domain:
+        """The domain of runs whose models are all in ``models``."""
+        if not runs:
+            return cls(accelerator)
+        columns: dict[str, list[float]] = {k: [] for k in NUMERIC}
+        for r in runs:
+            name = "batch_size" if isinstance(r, StaticMeasurement) else "concurrency"
+            columns[name].append(float(batch_of(r)))
+            columns["input_tokens"].append(float(r.input_tokens))
+            columns["output_tokens"].append(float(r.output_tokens))
+            columns["gpus"].append(float(r.tp * r.pp))
+            columns["layers"].append(float(models[r.model].num_layers))
+        traits = {r.model: ModelTraits.of(models[r.model]) for r in runs}
+        return cls(
+            accelerator=accelerator,
+            backends=tuple(sorted({r.backend for r in runs if r.backend})),
+            models=tuple(traits[k] for k in sorted(traits)),
+            precisions=tuple(sorted({_precision_key(r) for r in runs})),
+            modes=tuple(
+                sorted({"static" if isinstance(r, StaticMeasurement) else "serving" for r in runs})
+            ),
+            ranges={k: (min(v), max(v)) for k, v in columns.items() if v},
+        )
+
+    @property
+    def empty(self) -> bool:
+        """True when no end-to-end run was fitted (kernel tables only)."""
+        return not self.models
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form stored in the profile's result."""
+        return {
+            "accelerator": self.accelerator,
+            "backends": list(self.backends),
+            "models": [
+                {"id": m.id, "kind": m.kind, "layers": m.layers, "hidden_size": m.hidden_size}
+                for m in self.models
+            ],
+            "precisions": list(self.precisions),
+            "modes": list(self.modes),
+            "ranges": {k: {"low": lo, "high": hi} for k, (lo, hi) in self.ranges.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Domain:
+        """Rebuild a stored domain."""
+        return cls(
+            accelerator=str(data.get("accelerator", "")),
+            backends=tuple(str(b) for b in data.get("backends", ())),
+            models=tuple(
+                ModelTraits(str(m["id"]), str(m["kind"]), int(m["layers"]), int(m["hidden_size"]))
+                for m in data.get("models", ())
+            ),
+            precisions=tuple(str(p) for p in data.get("precisions", ())),
+            modes=tuple(str(m) for m in data.get("modes", ())),
+            ranges={
+                str(k): (float(r["low"]), float(r["high"]))
+                for k, r in data.get("ranges", {}).items()
+            },
+        )
+
+
+def _precision_key(run: Run) -> str:
+    p = precision_of(run)
+    return f"{p.weights}/{p.activations}/{p.kv_cache}"
+
+
+def _numeric(
+    dimension: str, values: ArrayLike, ranges: Mapping[str, tuple[float, float]]
+) -> Extrapolation | None:
+    if dimension not in ranges:
+        return None
+    low, high = ranges[dimension]
+    v = np.atleast_1d(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return None
+    outside = v[(v < low) | (v > high)]
+    if outside.size == 0:
+        return None
+    # the requested value farthest outside, in doublings
+    far = outside[np.argmax(np.maximum(np.log2(low / outside), np.log2(outside / high)))]
+    return Extrapolation(dimension, float(far), low, high)
+
+
+def extrapolation(
+    domain: Domain,
+    *,
+    model: ModelShape,
+    accelerator: str,
+    mode: str,
+    batch_sizes: ArrayLike,
+    input_tokens: float,
+    output_tokens: float,
+    gpus: float,
+    weights_dtype: str,
+    backend: str | None = None,
+) -> list[Extrapolation]:
+    """Every dimension of a request that lies outside ``domain`` (empty when all inside).
+
+    A kernel-only domain (no end-to-end runs) has no end-to-end evidence to extrapolate from,
+    so only the accelerator is checked.
+    """
+    out: list[Extrapolation] = []
+    if accelerator != domain.accelerator:
+        out.append(Extrapolation("accelerator", accelerator, fitted_values=(domain.accelerator,)))
+    if domain.empty:
+        return out
+    if backend and domain.backends and backend not in domain.backends:
+        out.append(Extrapolation("backend", backend, fitted_values=domain.backends))
+    if mode not in domain.modes:
+        out.append(Extrapolation("mode", mode, fitted_values=domain.modes))
+    fitted_ids = tuple(m.id for m in domain.models)
+    if model.id not in fitted_ids:
+        out.append(Extrapolation("model", model.id, fitted_values=fitted_ids))
+        kinds = tuple(sorted({m.kind for m in domain.models}))
+        if model_kind(model) not in kinds:
+            out.append(Extrapolation("model_kind", model_kind(model), fitted_values=kinds))
+        hidden = [float(m.hidden_size) for m in domain.models]
+        found = _numeric(
+            "hidden_size", model.hidden_size, {"hidden_size": (min(hidden), max(hidden))}
+        )
+        if found is not None:
+            out.append(found)
+    groups = tuple(sorted({dtype_group(p.split("/")[0]) for p in domain.precisions}))
+    if dtype_group(weights_dtype) not in groups:
+        out.append(Extrapolation("precision", weights_dtype, fitted_values=groups))
+    load = "batch_size" if mode == "static" else "concurrency"
+    for dimension, values in (
+        (load, batch_sizes),
+        ("input_tokens", input_tokens),
+        ("output_tokens", output_tokens),
+        ("gpus", gpus),
+        ("layers", float(model.num_layers)),
+    ):
+        found = _numeric(dimension, values, domain.ranges)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def doublings_outside(domain: Domain, dimension: str, values: ArrayLike) -> np.ndarray:
+    """log2 distance of each value outside the fitted range of ``dimension`` (0 inside/unknown)."""
+    v = np.maximum(np.asarray(values, dtype=float), 1e-12)
+    if dimension not in domain.ranges:
+        return np.zeros(np.shape(v))
+    low, high = domain.ranges[dimension]
+    return np.asarray(np.maximum(np.maximum(np.log2(low / v), np.log2(v / high)), 0.0))
+
+
+def extrapolation_amounts(
+    domain: Domain,
+    found: Sequence[Extrapolation],
+    *,
+    mode: str,
+    batch_sizes: ArrayLike,
+    input_tokens: float,
+    output_tokens: float,
+    gpus: float,
+) -> dict[str, ArrayLike]:
+    """Per widening kind, how far a request extrapolates (intervals.spread_sigma's input).
+
+    Numeric kinds give doublings outside the fitted range, per point for the batch size or
+    concurrency (a sweep's points lie at different distances); whole kinds give 1.0. The
+    accelerator is left out: transfer has its own widening (``intervals.TRANSFER_LOG_SIGMA``).
+    """
+    out: dict[str, ArrayLike] = {}
+    dims = {e.dimension for e in found}
+    load = "batch_size" if mode == "static" else "concurrency"
+    if load in dims:
+        out["concurrency"] = doublings_outside(domain, load, batch_sizes)
+    if dims & {"input_tokens", "output_tokens"}:
+        far_in = doublings_outside(domain, "input_tokens", input_tokens)
+        far_out = doublings_outside(domain, "output_tokens", output_tokens)
+        out["length"] = float(np.maximum(far_in, far_out))
+    if "gpus" in dims:
+        out["gpus"] = float(doublings_outside(domain, "gpus", gpus))
+    for e in found:
+        if e.kind in ("model", "mode", "backend"):
+            out[e.kind] = 1.0
+    return out

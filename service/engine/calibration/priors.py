@@ -1,0 +1,77 @@
+"""Per-backend priors of the end-to-end engine parameters that the regularised fit shrinks toward.
+
+Kernel tables fix the kernel efficiencies; end-to-end runs fit only what kernels cannot see (host
+and small-kernel overheads, and for closed-loop serving the harness terms). Each of those has a
+prior (mean, standard deviation) per serving engine. The fit is a Gaussian-prior (MAP) least
+squares in log relative error: per parameter one residual ``σ · (value − mean) / sd`` joins the
+runs' residuals, σ being the runs' own robust scatter (``end_to_end._solve_affine``). Hundreds of
+runs move a well-determined parameter freely; a parameter the runs barely see stays near its
+prior instead of drifting to a bound.
+
+Sources. The means are the generic defaults of ``service.engine.efficiency`` (each sourced there)
+scaled by what the engines' own documentation says about where their per-step host work runs; the
+standard deviations are as wide as the means (weakly informative: the data, not the prior, sets
+any parameter the runs constrain). None is fitted on the shipped measurements.
+
+- vLLM: the scheduler, input preparation and sampling run in the Python engine loop between
+  forward passes (vLLM docs, "Architecture Overview"; CUDA graphs capture only the forward pass,
+  docs "CUDA Graphs"), so the per-step host cost is the largest of the three: prior 1000 µs.
+- SGLang: Python scheduler, but the default overlap scheduler prepares step n+1 while step n runs
+  on the GPU (SGLang docs, "Server Arguments": ``--disable-overlap-schedule``), hiding part of it:
+  prior 500 µs.
+- TensorRT-LLM: C++ executor with in-flight batching (TensorRT-LLM docs, "Executor API",
+  "In-flight Batching"): prior 200 µs, below the generic 300 µs.
+- generic (unknown or mixed backends): the ``efficiency`` defaults.
+
+Per-layer overhead (elementwise launches) and the per-sequence-per-layer term are kernel-side work
+the documentation does not rank by engine: every backend shares the generic prior (8 µs per
+layer, from ~4 launches × 2 µs, efficiency.py; 0 µs per sequence per layer with a 1 µs sd, the
+order of one small kernel's per-row cost). The closed-loop harness terms have the spec-sheet
+priors (0.5 decode steps of admission wait: a request arrives mid-step; queue share 0) with wide
+sds: they describe the load generator, not the engine (efficiency.py, ``HARNESS_TERMS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+GENERIC = "generic"
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """Prior mean and standard deviation of one parameter (its unit is in its name)."""
+
+    mean: float
+    sd: float
+
+
+_SHARED: Mapping[str, Prior] = {
+    "layer_overhead_us": Prior(8.0, 8.0),
+    "sequence_layer_overhead_us": Prior(0.0, 1.0),
+    "admission_wait_steps": Prior(0.5, 10.0),
+    "prefill_queue_share": Prior(0.0, 0.5),
+}
+
+BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
+    "vllm": {**_SHARED, "step_overhead_us": Prior(1000.0, 1000.0)},
+    "sglang": {**_SHARED, "step_overhead_us": Prior(500.0, 500.0)},
+    "trtllm": {**_SHARED, "step_overhead_us": Prior(200.0, 200.0)},
+    GENERIC: {**_SHARED, "step_overhead_us": Prior(300.0, 300.0)},
+}
+
+
+def prior_backend(backends: Collection[str | None]) -> str:
+    """The prior set for runs of ``backends``: that engine's if there is exactly one known."""
+    named = {b for b in backends if b}
+    if len(named) == 1:
+        only = next(iter(named))
+        if only in BACKEND_PRIORS:
+            return only
+    return GENERIC
+
+
+def priors_for(backend: str) -> Mapping[str, Prior]:
+    """Priors of a backend (the generic set for an unknown one)."""
+    return BACKEND_PRIORS.get(backend, BACKEND_PRIORS[GENERIC])

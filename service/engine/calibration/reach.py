@@ -1,0 +1,53 @@
+"""A fitted parameter applies as far as its evidence reaches, then falls back toward its prior.
+
+Most end-to-end parameters are tied to a count the engine scales them by (per layer, per
+sequence per layer), so a model with other counts uses them the way the physics says. The per-
+step host overhead is not: it is one number per step whose size depends on how many GPU workers
+the engine coordinates (on the shipped vLLM and SGLang runs it grows with the TP degree). Outside
+the GPU counts the profile was fitted on, it moves from the fitted value back toward its backend
+prior by half per doubling outside the fitted range:
+
+    value = prior + 2^(−d) · (fitted − prior),   d = log2 distance outside [low, high] (0 inside).
+
+The halving per doubling is a chosen rate (not fitted); a request inside the range keeps the
+fitted value exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from service.engine.calibration.domain import Domain, doublings_outside
+from service.engine.calibration.priors import Prior
+from service.engine.efficiency import EfficiencyParams
+
+# parameter → the domain dimension its evidence is bounded by
+REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
+HALF_PER_DOUBLING = 0.5
+
+
+def within_reach(
+    params: EfficiencyParams,
+    priors: Mapping[str, Prior],
+    domain: Domain | None,
+    *,
+    gpus: float,
+) -> EfficiencyParams:
+    """``params`` with each range-bound parameter moved toward its prior outside its evidence."""
+    if domain is None or domain.empty:
+        return params
+    features = {"gpus": gpus}
+    changes: dict[str, float] = {}
+    for name, dimension in REACH.items():
+        prior = priors.get(name)
+        if prior is None:
+            continue
+        far = float(doublings_outside(domain, dimension, features[dimension]))
+        if far <= 0.0:
+            continue
+        weight = float(np.power(HALF_PER_DOUBLING, far))
+        fitted = float(getattr(params, name))
+        changes[name] = prior.mean + weight * (fitted - prior.mean)
+    return params.replace(**changes) if changes else params

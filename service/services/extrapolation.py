@@ -1,0 +1,64 @@
+"""What of an estimate request lies outside its calibration profile's fitted domain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy.typing as npt
+
+from service.engine.calibration.domain import Domain, extrapolation, extrapolation_amounts
+from service.engine.calibration.priors import Prior
+from service.engine.calibration.reach import within_reach
+from service.engine.efficiency import EfficiencyParams
+from service.engine.estimate import EstimateResult
+from service.engine.shapes import ModelShape
+
+NO_EXTRAPOLATION: tuple[list[dict[str, Any]], dict[str, npt.ArrayLike] | None] = ([], None)
+
+
+def request_extrapolation(
+    profile: Mapping[str, Any] | None,
+    model: ModelShape,
+    accelerator_id: str,
+    result: EstimateResult,
+    *,
+    weights_dtype: str,
+    backend: str | None,
+) -> tuple[list[dict[str, Any]], dict[str, npt.ArrayLike] | None]:
+    """The ``calibration.extrapolation`` items and the interval widening amounts by kind.
+
+    Profiles stored before domains were recorded have neither (their intervals keep the old
+    distance widening): ``([], None)``.
+    """
+    if profile is None or profile.get("domain") is None:
+        return NO_EXTRAPOLATION
+    domain = Domain.from_dict(profile["domain"])
+    request: dict[str, Any] = {
+        "mode": result.mode,
+        "batch_sizes": result.batch_size,
+        "input_tokens": float(result.input_tokens),
+        "output_tokens": float(result.output_tokens),
+        "gpus": float(result.gpus_per_replica),
+    }
+    found = extrapolation(
+        domain,
+        model=model,
+        accelerator=accelerator_id,
+        weights_dtype=weights_dtype,
+        backend=backend,
+        **request,
+    )
+    return [e.as_dict() for e in found], extrapolation_amounts(domain, found, **request)
+
+
+def reach_params(
+    profile: Mapping[str, Any] | None, params: EfficiencyParams, *, gpus: float
+) -> EfficiencyParams:
+    """The profile's parameters for a request on ``gpus`` GPUs (``reach.within_reach``)."""
+    if profile is None or profile.get("domain") is None:
+        return params
+    priors = {
+        k: Prior(float(p["mean"]), float(p["sd"])) for k, p in profile.get("priors", {}).items()
+    }
+    return within_reach(params, priors, Domain.from_dict(profile["domain"]), gpus=gpus)

@@ -1,0 +1,201 @@
+"""Profile domain, extrapolation report, backend priors and measured extrapolation spreads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from engine_refs import CALIBRATION_H100, CALIBRATION_MODELS
+
+from service.engine.calibration.domain import (
+    Domain,
+    extrapolation,
+    extrapolation_amounts,
+)
+from service.engine.calibration.end_to_end import fit_end_to_end, predict_runs
+from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.intervals import ExtrapolationSpread, spread_sigma
+from service.engine.calibration.measurements import ServingMeasurement
+from service.engine.calibration.priors import BACKEND_PRIORS, GENERIC, prior_backend
+from service.engine.efficiency import DEFAULT_EFFICIENCY, HARNESS_TERMS, engine_only
+
+H100, MODELS = CALIBRATION_H100, CALIBRATION_MODELS
+TRUE = {
+    "layer_overhead_us": 10.0,
+    "step_overhead_us": 400.0,
+    "sequence_layer_overhead_us": 0.6,
+    "admission_wait_steps": 4.0,
+    "prefill_queue_share": 0.2,
+}
+
+
+def _serving(noise: float, seed: int) -> list[ServingMeasurement]:
+    shells = [
+        ServingMeasurement(model, s_in, 128, c, ttft_ms=1.0, tpot_ms=1.0, tp=tp, backend="trtllm")
+        for model, tp in (("llama-3-8b", 1), ("llama-3-8b", 2), ("qwen3-32b", 2), ("qwen3-32b", 4))
+        for c in (4, 16, 64)
+        for s_in in (512, 2048)
+    ]
+    pred = predict_runs(shells, H100, MODELS, DEFAULT_EFFICIENCY.replace(**TRUE))
+    rng = np.random.default_rng(seed)
+    noisy = pred.predicted * np.exp(rng.normal(0.0, noise, pred.predicted.size))
+    out = []
+    for i, shell in enumerate(shells):
+        ttft, tpot = noisy[pred.run == i]
+        out.append(replace(shell, ttft_ms=float(ttft), tpot_ms=float(tpot)))
+    return out
+
+
+def test_domain_records_models_traits_and_ranges() -> None:
+    runs = _serving(0.0, 0)
+    domain = Domain.of_runs(runs, MODELS, "h100-sxm")
+    assert domain.backends == ("trtllm",)
+    assert {(m.id, m.kind, m.layers) for m in domain.models} == {
+        ("llama-3-8b", "dense", 32),
+        ("qwen3-32b", "dense", 64),
+    }
+    assert domain.modes == ("serving",)
+    assert domain.ranges["concurrency"] == (4.0, 64.0)
+    assert domain.ranges["gpus"] == (1.0, 4.0)
+    assert Domain.from_dict(domain.to_dict()) == domain
+
+
+def test_extrapolation_lists_what_lies_outside() -> None:
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")
+    inside = dict(
+        model=MODELS["qwen3-32b"],
+        accelerator="h100-sxm",
+        mode="serving",
+        batch_sizes=np.array([4.0, 64.0]),
+        input_tokens=1024.0,
+        output_tokens=128.0,
+        gpus=2.0,
+        weights_dtype="bf16",
+        backend="trtllm",
+    )
+    assert extrapolation(domain, **inside) == []  # type: ignore[arg-type]
+    moe = replace(MODELS["llama-2-70b"], id="moe-x", num_experts=8, experts_per_token=2,
+                  moe_intermediate_size=4096)  # fmt: skip
+    far = {**inside, "model": moe, "batch_sizes": np.array([8.0, 256.0]), "gpus": 8.0,
+           "accelerator": "h200-sxm", "weights_dtype": "fp8", "mode": "static"}  # fmt: skip
+    found = {e.dimension: e for e in extrapolation(domain, **far)}  # type: ignore[arg-type]
+    assert set(found) == {
+        "accelerator", "mode", "model", "model_kind", "hidden_size", "precision",
+        "gpus", "layers",
+    }  # fmt: skip
+    # a serving-only domain has no static batch range to check: the mode item says it
+    assert found["mode"].fitted_values == ("serving",)
+    assert found["model_kind"].requested == "moe"
+    assert found["layers"].requested == 80 and found["layers"].fitted_high == 64
+    assert found["gpus"].requested == 8.0 and found["gpus"].fitted_high == 4.0
+    serving_far = {**far, "mode": "serving"}
+    amounts = extrapolation_amounts(
+        domain,
+        extrapolation(domain, **serving_far),  # type: ignore[arg-type]
+        mode="serving",
+        batch_sizes=np.array([8.0, 256.0]),
+        input_tokens=1024.0,
+        output_tokens=128.0,
+        gpus=8.0,
+    )
+    np.testing.assert_allclose(amounts["concurrency"], [0.0, 2.0])
+    assert amounts["gpus"] == pytest.approx(1.0)
+    assert amounts["model"] == 1.0
+
+
+def test_spread_sigma_adds_kinds_in_quadrature_per_doubling() -> None:
+    spreads = {
+        "model": ExtrapolationSpread(0.3, per_doubling=False, n=20),
+        "concurrency": ExtrapolationSpread(0.1, per_doubling=True, n=20),
+    }
+    s = spread_sigma(spreads, {"model": 1.0, "concurrency": np.array([0.0, 2.0])})
+    np.testing.assert_allclose(s, [0.3, np.hypot(0.3, 0.2)])
+    assert float(spread_sigma(spreads, {})) == 0.0
+
+
+def test_priors_by_backend_and_harness_terms_kept_apart() -> None:
+    assert prior_backend(["trtllm", "trtllm"]) == "trtllm"
+    assert prior_backend(["vllm", "sglang"]) == GENERIC
+    assert prior_backend(["mystery"]) == GENERIC
+    changed = DEFAULT_EFFICIENCY.replace(admission_wait_steps=20.0, step_overhead_us=900.0)
+    cleaned = engine_only(changed)
+    assert cleaned.step_overhead_us == 900.0
+    assert all(getattr(cleaned, n) == getattr(DEFAULT_EFFICIENCY, n) for n in HARNESS_TERMS)
+
+
+def test_regularised_fit_recovers_well_determined_terms_and_holds_unseen_ones() -> None:
+    runs = _serving(0.01, 1)
+    fitted, _, _, _ = fit_end_to_end(runs, H100, MODELS, DEFAULT_EFFICIENCY.to_dict(),
+                                     cross_validate=False)  # fmt: skip
+    assert fitted["sequence_layer_overhead_us"] == pytest.approx(0.6, rel=0.15)
+    assert fitted["step_overhead_us"] == pytest.approx(400.0, rel=0.35)
+    # static runs only: the queue terms have no data and the fit never frees them; a prior far
+    # from the truth with a tiny sd holds the step overhead where the data would move it
+    tight = {**BACKEND_PRIORS["trtllm"]}
+    tight["step_overhead_us"] = replace(tight["step_overhead_us"], mean=0.0, sd=1e-3)
+    held, _, _, _ = fit_end_to_end(runs, H100, MODELS, DEFAULT_EFFICIENCY.to_dict(),
+                                   cross_validate=False, priors=tight)  # fmt: skip
+    assert held["step_overhead_us"] == pytest.approx(0.0, abs=1.0)
+
+
+def test_fit_stores_domain_priors_and_measured_spreads() -> None:
+    result = fit(_serving(0.03, 2), H100, MODELS)
+    assert result.prior_backend == "trtllm"
+    shifts = result.parameter_report()
+    assert set(shifts) == set(TRUE)
+    for name, row in shifts.items():
+        prior = BACKEND_PRIORS["trtllm"][name]
+        assert row["prior"] == prior.mean
+        assert row["shift_prior_sd"] == pytest.approx((row["fitted"] - prior.mean) / prior.sd)
+    # two models, two halves of every numeric feature: each kind measured held out
+    assert set(result.spreads["serving.tpot_ms"]) == {"model", "concurrency", "length", "gpus"}
+    assert all(s.log_sigma >= 0.0 for k in result.spreads.values() for s in k.values())
+    back = CalibrationResult.from_dict(result.to_dict())
+    assert back.domain == result.domain
+    assert back.spreads == result.spreads
+    assert back.priors == result.priors
+    assert result.fit_summary()["harness_terms"]["closed_loop"].keys() == set(HARNESS_TERMS)
+    # an extrapolating request gets a wider interval than one inside the domain
+    inside = result.interval("serving.tpot_ms", np.array([10.0]), extrapolating={})
+    outside = result.interval("serving.tpot_ms", np.array([10.0]), extrapolating={"model": 1.0})
+    width = outside.high - outside.low
+    if result.spreads["serving.tpot_ms"]["model"].log_sigma > 0:
+        assert width[0] > (inside.high - inside.low)[0]
+
+
+def test_step_overhead_falls_back_toward_its_prior_outside_the_fitted_gpu_counts() -> None:
+    from service.engine.calibration.reach import within_reach
+
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")  # gpus 1..4
+    priors = BACKEND_PRIORS["trtllm"]
+    fitted = DEFAULT_EFFICIENCY.replace(step_overhead_us=1000.0, layer_overhead_us=30.0)
+    same = within_reach(fitted, priors, domain, gpus=4.0)
+    assert same == fitted
+    one_doubling = within_reach(fitted, priors, domain, gpus=8.0)
+    prior = priors["step_overhead_us"].mean
+    assert one_doubling.step_overhead_us == pytest.approx(prior + 0.5 * (1000.0 - prior))
+    assert one_doubling.layer_overhead_us == 30.0  # scaled by its count, not range-bound
+    far = within_reach(fitted, priors, domain, gpus=64.0)
+    assert abs(far.step_overhead_us - prior) < abs(one_doubling.step_overhead_us - prior)
+
+
+def test_decode_attention_kernel_is_the_estimates_formula() -> None:
+    """The calibration kernel model charges what an estimate's decode step charges."""
+    from service.engine.kernels import attention_decode_time_s
+    from service.engine.parallel import Parallelism
+    from service.engine.precision import Precision
+    from service.engine.roofline import analyze_intensity
+
+    model = MODELS["llama-3-8b"]
+    batch, past = 16, 2047
+    step = analyze_intensity(
+        model, H100, phase="decode", batch_size=batch, context_tokens=past,
+        precision=Precision(), parallelism=Parallelism(tp=2), params=DEFAULT_EFFICIENCY,
+    )  # fmt: skip
+    attention = next(op for op in step.operators if op.name == "attention")
+    kernel_s = attention_decode_time_s(
+        batch, past + 1, model.num_heads / 2, model.num_kv_heads / 2, model.head_dim,
+        kv_dtype="bf16", accelerator=H100, params=DEFAULT_EFFICIENCY,
+    )  # fmt: skip
+    assert attention.time_ms == pytest.approx(model.num_layers * float(kernel_s) * 1e3, rel=1e-9)
