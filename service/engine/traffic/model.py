@@ -1,0 +1,380 @@
+"""Tail latency of a replica under open-loop traffic, its saturation rate, and goodput.
+
+``Replica.prepare`` tabulates the engine's step costs once (``step_table``) and sizes the KV
+cache; ``Replica.run`` draws a seeded request stream (arrivals and lengths) and simulates the
+scheduler over it (``scheduler``); ``Replica.saturation`` measures the most requests per second
+the replica completes with a full queue; ``Replica.goodput`` bisects the request rate for the
+largest one whose percentiles meet the targets. Only the engine's cost terms (kernel
+efficiencies, layer, step and sequence overheads) enter; the closed-loop harness terms of
+``serving.py`` (admission wait, prefill queue share) have no part here, because the queue is
+simulated instead.
+
+Statistics are over the middle of the stream: the warm-up (the first ``WARMUP_SHARE`` of the
+requests, or all that arrive within one median end-to-end latency, while the batch fills) and
+the last ``DRAIN_SHARE`` (no traffic after them) are left out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.errors import EngineError
+from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray
+from service.engine.memory import (
+    DEFAULT_MEMORY_UTILIZATION,
+    RUNTIME_OVERHEAD_BYTES,
+    activation_bytes,
+    capacity_bytes,
+    kv_cache_bytes_per_token,
+    weight_bytes_per_gpu,
+)
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+from service.engine.traffic.arrivals import PROCESSES, unit_gaps
+from service.engine.traffic.lengths import LengthDistribution
+from service.engine.traffic.scheduler import POLICIES, SchedulerConfig, Timeline, simulate
+from service.engine.traffic.step_table import StepTable, build_step_table
+
+DEFAULT_REQUESTS = 600
+MAX_REQUESTS = 4000
+WARMUP_SHARE = 0.1
+DRAIN_SHARE = 0.1
+GOODPUT_STEPS = 7  # bisection halvings: the rate is found to 1/128 of the saturation rate
+GOODPUT_FLOOR_SHARE = 1.0 / 64.0  # lowest rate probed, as a share of the saturation rate
+METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "queue_wait_ms")
+LEVELS = (50.0, 90.0, 99.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficSpec:
+    """An open-loop request stream and the scheduler knobs that serve it."""
+
+    request_rate_per_s: float
+    input_tokens: LengthDistribution
+    output_tokens: LengthDistribution
+    arrival_process: str = "poisson"
+    arrival_cv: float = 1.0
+    max_num_batched_tokens: int = 8192
+    max_running_requests: int | None = None  # None: as many as the KV cache holds
+    scheduling: str = "decode_first"
+    num_requests: int = DEFAULT_REQUESTS
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Raise EngineError naming the first field out of range."""
+        if not (self.request_rate_per_s > 0 and math.isfinite(self.request_rate_per_s)):
+            raise EngineError("request_rate_per_s must be a positive number")
+        if self.arrival_process not in PROCESSES:
+            raise EngineError(f"arrival.process must be one of {', '.join(PROCESSES)}")
+        if not (self.arrival_cv > 0 and math.isfinite(self.arrival_cv)):
+            raise EngineError("arrival.cv must be positive")
+        if self.scheduling not in POLICIES:
+            raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
+        if not 10 <= self.num_requests <= MAX_REQUESTS:
+            raise EngineError(f"num_requests must be between 10 and {MAX_REQUESTS}")
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """Mean and p50/p90/p99 of one per-request metric (milliseconds)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    def at(self, level: float) -> float:
+        return {50.0: self.p50, 90.0: self.p90, 99.0: self.p99}[level]
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficResult:
+    """What the stream sees, and how loaded the replica is."""
+
+    request_rate_per_s: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles  # per request: (e2e − TTFT) / (output tokens − 1), as benchmark clients
+    e2e_latency_ms: Percentiles
+    queue_wait_ms: Percentiles  # arrival to the start of the step that runs its first chunk
+    achieved_requests_per_s: float
+    output_tokens_per_s: float
+    utilization: float  # share of the window the replica spends running steps
+    simulated_requests: int
+    measured_requests: int
+    peak_running_requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class SloTarget:
+    """One percentile target: ``metric`` (one of METRICS) at ``percentile`` ≤ ``max_ms``."""
+
+    metric: str
+    percentile: float
+    max_ms: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_p{self.percentile:g}_max"
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputResult:
+    """The largest rate meeting every target (0 if even a light load misses one)."""
+
+    requests_per_s: float
+    saturation_requests_per_s: float
+    limited_by: str  # "saturation", "slo" or "unloaded_latency"
+    at_goodput: TrafficResult | None  # the stream at the goodput rate (None when it is 0)
+    simulations: int
+
+
+def _stats(values: FloatArray) -> Percentiles:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return Percentiles(math.nan, math.nan, math.nan, math.nan)
+    p50, p90, p99 = np.percentile(finite, LEVELS).tolist()
+    return Percentiles(float(finite.mean()), p50, p90, p99)
+
+
+def kv_capacity_tokens(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    step_tokens: float,
+    memory_utilization: float,
+) -> float:
+    """Return tokens of KV cache that fit beside weights, step activations and runtime memory.
+
+    (usable − weights − activations of a ``step_tokens`` step − runtime) / KV bytes per token;
+    sliding-window layers are counted as full ones (conservative).
+    """
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    act = float(
+        activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
+    )
+    free = capacity_bytes(accelerator) * memory_utilization - weights - act
+    free -= RUNTIME_OVERHEAD_BYTES
+    per_token = kv_cache_bytes_per_token(model, precision, parallelism).per_token_bytes
+    return max(free / per_token, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One replica's step-cost table and scheduler limits, ready to serve streams."""
+
+    table: StepTable
+    config: SchedulerConfig
+    running_cap: int | None  # the cap asked for (None: the KV cache decides)
+
+    @classmethod
+    def prepare(
+        cls,
+        model: ModelShape,
+        accelerator: Accelerator,
+        *,
+        precision: Precision,
+        parallelism: Parallelism,
+        params: EfficiencyParams,
+        max_num_batched_tokens: int,
+        max_running_requests: int | None,
+        scheduling: str,
+        max_input_tokens: int,
+        max_output_tokens: int,
+        memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+    ) -> Replica:
+        """Size the KV cache, check the knobs and tabulate step costs up to the largest step."""
+        if max_running_requests is not None and max_running_requests < 1:
+            raise EngineError("max_running_requests must be at least 1")
+        if max_num_batched_tokens < 1:
+            raise EngineError("max_num_batched_tokens must be at least 1")
+        if scheduling not in POLICIES:
+            raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
+        kv = kv_capacity_tokens(
+            model,
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            step_tokens=float(max_num_batched_tokens),
+            memory_utilization=memory_utilization,
+        )
+        longest = max_input_tokens + max_output_tokens
+        if kv < longest:
+            raise EngineError(
+                f"the KV cache holds {kv:.0f} tokens, less than the longest request "
+                f"({longest} tokens): the model does not serve this traffic here"
+            )
+        cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
+        running = min(cap, max_num_batched_tokens, max(int(kv), 1))
+        config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling)
+        config.validate()
+        table = build_step_table(
+            model,
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            params=params,
+            max_step_tokens=float(max_num_batched_tokens + running),
+            max_context_tokens=float(longest),
+            max_prompt_tokens=float(max_input_tokens),
+        )
+        return cls(table, config, max_running_requests)
+
+    def _stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
+        """Return unit-rate arrival times and the sampled lengths (seeded, rate-independent)."""
+        rng = np.random.default_rng(spec.seed)
+        n = spec.num_requests
+        gaps = unit_gaps(spec.arrival_process, spec.arrival_cv, n, rng)
+        times = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+        inputs = spec.input_tokens.quantile(rng.random(n)).astype(int).tolist()
+        outputs = spec.output_tokens.quantile(rng.random(n)).astype(int).tolist()
+        return times, inputs, outputs
+
+    def run(self, spec: TrafficSpec) -> TrafficResult:
+        """Simulate the stream at ``spec.request_rate_per_s``."""
+        spec.validate()
+        unit, inputs, outputs = self._stream(spec)
+        return self._run_at(spec.request_rate_per_s, unit, inputs, outputs)
+
+    def _run_at(
+        self, rate: float, unit: FloatArray, inputs: list[int], outputs: list[int]
+    ) -> TrafficResult:
+        arrivals = unit / rate
+        timeline = simulate(arrivals.tolist(), inputs, outputs, self.config, self.table)
+        return _summarise(rate, timeline, outputs)
+
+    def saturation(self, spec: TrafficSpec) -> float:
+        """Return requests/s completed with a full queue (closed loop, more clients than slots).
+
+        Clients = the running limit (or what the KV cache holds at mean lengths) plus a margin,
+        their first requests spread over one full-batch service time so that they do not move
+        in lockstep; the rate is taken over the completions after the first cycle and before
+        the last (when the loop runs out of requests and drains).
+        """
+        spec.validate()
+        _, inputs, outputs = self._stream(spec)
+        config = self.config
+        mean_need = float(np.mean(inputs) + np.mean(outputs))
+        slots = min(config.max_running, max(int(config.kv_capacity_tokens // mean_need), 1))
+        clients = slots + max(slots // 8, 2)
+        n = max(len(inputs), 4 * clients)
+        reps = -(-n // len(inputs))
+        inputs_n = (inputs * reps)[:n]
+        outputs_n = (outputs * reps)[:n]
+        context = slots * (float(np.mean(inputs)) + float(np.mean(outputs)) / 2.0)
+        cycle = float(np.mean(outputs)) * self.table.decode_s(slots, context)
+        starts = [cycle * k / clients for k in range(clients)]
+        timeline = simulate(
+            None,
+            inputs_n,
+            outputs_n,
+            config,
+            self.table,
+            clients=clients,
+            first_arrivals_s=starts,
+        )
+        finish = np.sort(timeline.finish_s)
+        # After the first cycle, before the last one (the loop drains as clients run out).
+        first, last = clients, n - 1 - clients
+        if last <= first or not finish[last] > finish[first]:
+            raise EngineError("saturation run too short")  # pragma: no cover
+        return float((last - first) / (finish[last] - finish[first]))
+
+    def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
+        """Bisect the rate in (0, saturation] for the largest one meeting every target.
+
+        Every probe reuses the same seeded stream scaled to its rate (common random numbers),
+        so the percentiles move smoothly with the rate.
+        """
+        spec.validate()
+        if not targets:
+            raise EngineError("slo needs at least one target")
+        saturation = self.saturation(spec)
+        unit, inputs, outputs = self._stream(spec)
+        runs = 0
+
+        def probe(rate: float) -> TrafficResult | None:
+            nonlocal runs
+            runs += 1
+            result = self._run_at(rate, unit, inputs, outputs)
+            return result if meets(result, targets) else None
+
+        top = probe(saturation)
+        if top is not None:
+            return GoodputResult(saturation, saturation, "saturation", top, runs)
+        low = saturation * GOODPUT_FLOOR_SHARE
+        best = probe(low)
+        if best is None:
+            return GoodputResult(0.0, saturation, "unloaded_latency", None, runs)
+        high = saturation
+        for _ in range(GOODPUT_STEPS):
+            middle = math.sqrt(low * high) if high / low > 4.0 else (low + high) / 2.0
+            found = probe(middle)
+            if found is None:
+                high = middle
+            else:
+                low, best = middle, found
+        return GoodputResult(low, saturation, "slo", best, runs)
+
+
+def meets(result: TrafficResult, targets: Sequence[SloTarget]) -> bool:
+    """Return whether every target holds (a metric with no samples meets its target)."""
+    for target in targets:
+        value = getattr(result, target.metric).at(target.percentile)
+        if math.isfinite(value) and value > target.max_ms:
+            return False
+    return True
+
+
+def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
+    n = timeline.arrival_s.size
+    arrival_all, finish_all = timeline.arrival_s, timeline.finish_s
+    # Warm-up: at least WARMUP_SHARE of the stream and every request that arrives within one
+    # median end-to-end latency of the start (the batch is still filling), at most half of it.
+    settle = float(arrival_all[0] + np.median(finish_all - arrival_all))
+    start = max(int(n * WARMUP_SHARE), int(np.searchsorted(arrival_all, settle)))
+    start = min(start, n // 2)
+    stop = n - int(n * DRAIN_SHARE)
+    window = slice(start, stop)
+    arrival = arrival_all[window]
+    first = timeline.first_token_s[window]
+    finish = finish_all[window]
+    out = np.asarray(outputs, dtype=np.float64)[window]
+    ttft = (first - arrival) * 1e3
+    e2e = (finish - arrival) * 1e3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(out > 1, (finish - first) * 1e3 / (out - 1.0), np.nan)
+    queue = (timeline.admitted_s[window] - arrival) * 1e3
+    # Completions per second from the moment the warm-up requests have finished to the last
+    # admission (until then work is waiting or arriving); a replica that keeps up completes
+    # the offered rate, one that cannot completes what it can.
+    t0 = float(np.sort(finish_all)[start])
+    t1 = float(np.nanmax(timeline.admitted_s))
+    if t1 - t0 > 0.1 * float(arrival_all[-1] - arrival_all[0]):
+        done = np.count_nonzero((finish_all > t0) & (finish_all <= t1))
+        achieved = float(done) / (t1 - t0)
+    else:  # latencies as long as the stream: the measured requests over their finish span
+        low, high = np.percentile(finish, [5.0, 95.0]).tolist()
+        achieved = 0.9 * (stop - start) / (high - low) if high > low else rate
+    total = float(np.nanmax(finish_all) - arrival_all[0])
+    return TrafficResult(
+        request_rate_per_s=rate,
+        ttft_ms=_stats(ttft),
+        tpot_ms=_stats(tpot),
+        e2e_latency_ms=_stats(e2e),
+        queue_wait_ms=_stats(queue),
+        achieved_requests_per_s=achieved,
+        output_tokens_per_s=achieved * float(np.mean(outputs)),
+        utilization=min(timeline.busy_s / total, 1.0) if total > 0 else 0.0,
+        simulated_requests=n,
+        measured_requests=stop - start,
+        peak_running_requests=timeline.peak_running,
+    )
