@@ -35,7 +35,6 @@ from service.services.errors import FieldError
 CACHE_ENTRIES = 64
 _PERCENTILE = re.compile(r"^p(\d{1,2}(?:\.\d{1,2})?)$")
 _SLO = re.compile(r"^(ttft_ms|tpot_ms|e2e_latency_ms)_p(50|90|99)_max$")
-SATURATED_SHARE = 1.0  # offered ÷ saturation above which the replica cannot keep up
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +241,7 @@ def prepare(
 
 
 def saturation(prepared: Prepared) -> float:
-    """Return the replica's saturation rate for the stream (memoised; rate-independent)."""
+    """Return the replica's capacity for the stream (``Replica.capacity``; memoised)."""
     spec = prepared.spec
     key = (
         prepared.replica_key,
@@ -253,7 +252,7 @@ def saturation(prepared: Prepared) -> float:
         spec.num_requests,
         spec.seed,
     )
-    return _SATURATION.get(key, lambda: prepared.replica.saturation(spec))
+    return _SATURATION.get(key, lambda: prepared.replica.capacity(spec))
 
 
 def _finite(value: float) -> float | None:
@@ -292,13 +291,14 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
     except EngineError as exc:
         raise FieldError("traffic", str(exc)) from exc
     load = spec.request_rate_per_s / rate_max
-    saturated = load > SATURATED_SHARE
+    saturated = load > 1.0
     message = None
     if saturated:
         message = (
             f"the replica cannot keep up: {spec.request_rate_per_s:g} requests/s offered, "
-            f"{rate_max:.3g} sustainable ({load:.2f}× its capacity); queues and latencies grow "
-            "without bound, and the percentiles shown depend on the simulated stream's length"
+            f"about {rate_max:.3g} sustainable ({load:.2f}× its capacity); queues and latencies "
+            "grow without bound, and the percentiles shown depend on the simulated stream's "
+            "length"
         )
     config = replica.config
     return {

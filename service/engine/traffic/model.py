@@ -36,6 +36,7 @@ from service.engine.memory import (
 )
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
+from service.engine.serving import serving_state
 from service.engine.shapes import ModelShape
 from service.engine.traffic.arrivals import PROCESSES, unit_gaps
 from service.engine.traffic.lengths import LengthDistribution
@@ -47,7 +48,11 @@ MAX_REQUESTS = 4000
 WARMUP_SHARE = 0.1
 DRAIN_SHARE = 0.1
 GOODPUT_STEPS = 7  # bisection halvings: the rate is found to 1/128 of the saturation rate
-GOODPUT_FLOOR_SHARE = 1.0 / 64.0  # lowest rate probed, as a share of the saturation rate
+GOODPUT_FLOOR_SHARE = 1.0 / 64.0  # lowest rate probed, as a share of the capacity
+GOODPUT_CEILING = 1.25  # highest rate probed, as a multiple of the capacity
+SATURATION_SHARE = 0.9  # a goodput this close to the capacity is limited by it
+# serving.py's closed-loop harness terms: never used by the traffic model (set to zero).
+HARNESS_TERMS = ("admission_wait_steps", "prefill_queue_share")
 METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "queue_wait_ms")
 LEVELS = (50.0, 90.0, 99.0)
 
@@ -104,6 +109,7 @@ class TrafficResult:
     e2e_latency_ms: Percentiles
     queue_wait_ms: Percentiles  # arrival to the start of the step that runs its first chunk
     achieved_requests_per_s: float
+    arrived_requests_per_s: float  # the stream's own rate over the same window (sampled)
     output_tokens_per_s: float
     utilization: float  # share of the window the replica spends running steps
     simulated_requests: int
@@ -129,7 +135,7 @@ class GoodputResult:
     """The largest rate meeting every target (0 if even a light load misses one)."""
 
     requests_per_s: float
-    saturation_requests_per_s: float
+    saturation_requests_per_s: float  # the capacity the search was bracketed with
     limited_by: str  # "saturation", "slo" or "unloaded_latency"
     at_goodput: TrafficResult | None  # the stream at the goodput rate (None when it is 0)
     simulations: int
@@ -174,6 +180,11 @@ class Replica:
     table: StepTable
     config: SchedulerConfig
     running_cap: int | None  # the cap asked for (None: the KV cache decides)
+    model: ModelShape
+    accelerator: Accelerator
+    precision: Precision
+    parallelism: Parallelism
+    params: EfficiencyParams
 
     @classmethod
     def prepare(
@@ -226,7 +237,9 @@ class Replica:
             max_context_tokens=float(longest),
             max_prompt_tokens=float(max_input_tokens),
         )
-        return cls(table, config, max_running_requests)
+        return cls(
+            table, config, max_running_requests, model, accelerator, precision, parallelism, params
+        )
 
     def _stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
         """Return unit-rate arrival times and the sampled lengths (seeded, rate-independent)."""
@@ -288,6 +301,37 @@ class Replica:
             raise EngineError("saturation run too short")  # pragma: no cover
         return float((last - first) / (finish[last] - finish[first]))
 
+    def capacity(self, spec: TrafficSpec) -> float:
+        """Return requests/s at the running limit from the engine's closed-loop model (fast).
+
+        ``serving.serving_state`` at concurrency = the running limit (or what the KV cache
+        holds at the mean lengths), mean lengths, this step budget as the prefill chunk and
+        the closed-loop harness terms set to zero. It decodes every running request each step,
+        prompts still prefilling too, so it sits a few per cent below ``saturation`` (the
+        simulated full queue; tests/engine/test_traffic_model.py compares them).
+        """
+        mean_in, mean_out = spec.input_tokens.mean, spec.output_tokens.mean
+        config = self.config
+        slots = min(
+            config.max_running, max(int(config.kv_capacity_tokens // (mean_in + mean_out)), 1)
+        )
+        known = self.params.to_dict()
+        harness = {name: 0.0 for name in HARNESS_TERMS if name in known}
+        chunk = min(max(float(config.max_num_batched_tokens), 64.0), 1_048_576.0)
+        params = self.params.replace(prefill_chunk_tokens=chunk, **harness)
+        state = serving_state(
+            self.model,
+            self.accelerator,
+            concurrency=np.asarray([float(slots)]),
+            max_running=float(slots),
+            input_tokens=mean_in,
+            output_tokens=mean_out,
+            precision=self.precision,
+            parallelism=self.parallelism,
+            params=params,
+        )
+        return float(state.requests_per_s[0])
+
     def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
         """Bisect the rate in (0, saturation] for the largest one meeting every target.
 
@@ -297,7 +341,7 @@ class Replica:
         spec.validate()
         if not targets:
             raise EngineError("slo needs at least one target")
-        saturation = self.saturation(spec)
+        capacity = self.capacity(spec)
         unit, inputs, outputs = self._stream(spec)
         runs = 0
 
@@ -307,14 +351,17 @@ class Replica:
             result = self._run_at(rate, unit, inputs, outputs)
             return result if meets(result, targets) else None
 
-        top = probe(saturation)
+        # The closed-loop capacity is within about 15% of what the simulated queue sustains:
+        # bracket 25% above it. A rate the replica cannot keep up with misses the targets once
+        # its queue has grown (finite streams let loose targets pass a little beyond).
+        high = GOODPUT_CEILING * capacity
+        top = probe(high)
         if top is not None:
-            return GoodputResult(saturation, saturation, "saturation", top, runs)
-        low = saturation * GOODPUT_FLOOR_SHARE
+            return GoodputResult(high, capacity, "saturation", top, runs)
+        low = capacity * GOODPUT_FLOOR_SHARE
         best = probe(low)
         if best is None:
-            return GoodputResult(0.0, saturation, "unloaded_latency", None, runs)
-        high = saturation
+            return GoodputResult(0.0, capacity, "unloaded_latency", None, runs)
         for _ in range(GOODPUT_STEPS):
             middle = math.sqrt(low * high) if high / low > 4.0 else (low + high) / 2.0
             found = probe(middle)
@@ -322,7 +369,8 @@ class Replica:
                 high = middle
             else:
                 low, best = middle, found
-        return GoodputResult(low, saturation, "slo", best, runs)
+        limited = "saturation" if low >= SATURATION_SHARE * capacity else "slo"
+        return GoodputResult(low, capacity, limited, best, runs)
 
 
 def meets(result: TrafficResult, targets: Sequence[SloTarget]) -> bool:
@@ -360,10 +408,13 @@ def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traff
     t1 = float(np.nanmax(timeline.admitted_s))
     if t1 - t0 > 0.1 * float(arrival_all[-1] - arrival_all[0]):
         done = np.count_nonzero((finish_all > t0) & (finish_all <= t1))
+        came = np.count_nonzero((arrival_all > t0) & (arrival_all <= t1))
         achieved = float(done) / (t1 - t0)
+        arrived = float(came) / (t1 - t0)
     else:  # latencies as long as the stream: the measured requests over their finish span
         low, high = np.percentile(finish, [5.0, 95.0]).tolist()
         achieved = 0.9 * (stop - start) / (high - low) if high > low else rate
+        arrived = rate
     total = float(np.nanmax(finish_all) - arrival_all[0])
     return TrafficResult(
         request_rate_per_s=rate,
@@ -372,6 +423,7 @@ def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traff
         e2e_latency_ms=_stats(e2e),
         queue_wait_ms=_stats(queue),
         achieved_requests_per_s=achieved,
+        arrived_requests_per_s=arrived,
         output_tokens_per_s=achieved * float(np.mean(outputs)),
         utilization=min(timeline.busy_s / total, 1.0) if total > 0 else 0.0,
         simulated_requests=n,
