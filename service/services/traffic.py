@@ -29,6 +29,8 @@ from service.engine.traffic.model import (
     SloTarget,
     TrafficResult,
     TrafficSpec,
+    closed_loop_capacity,
+    scheduler_config,
 )
 from service.services.errors import FieldError
 
@@ -168,14 +170,14 @@ class Prepared:
     replica_key: tuple[Any, ...]
 
 
-def prepare(
+def traffic_spec(
     deployment: Deployment,
     request: TrafficRequest,
     *,
     input_tokens: int,
     output_tokens: int,
-) -> Prepared:
-    """Fill defaults from the backend, build the distributions, prepare (or reuse) a replica."""
+) -> tuple[TrafficSpec, tuple[SloTarget, ...], str]:
+    """Fill defaults from the backend and build the stream: spec, targets, defaults source."""
     inputs = length_distribution(
         request.input_tokens if request.input_tokens is not None else input_tokens,
         "traffic.input_tokens",
@@ -214,10 +216,15 @@ def prepare(
         spec.validate()
     except EngineError as exc:
         raise FieldError("traffic", str(exc)) from exc
-    targets = slo_targets(request.slo)
-    longest_in, longest_out = inputs.max_tokens, outputs.max_tokens
+    return spec, slo_targets(request.slo), source
+
+
+def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tuple[Any, ...]]:
+    """Return the deployment's replica for the stream's knobs and longest request (memoised)."""
     d = deployment
-    key = (d.key(), chunk, running, scheduling, longest_in, longest_out)
+    longest_in, longest_out = spec.input_tokens.max_tokens, spec.output_tokens.max_tokens
+    chunk, running = spec.max_num_batched_tokens, spec.max_running_requests
+    key = (d.key(), chunk, running, spec.scheduling, longest_in, longest_out)
 
     def make() -> Replica:
         return Replica.prepare(
@@ -228,15 +235,53 @@ def prepare(
             params=d.params,
             max_num_batched_tokens=chunk,
             max_running_requests=running,
-            scheduling=scheduling,
+            scheduling=spec.scheduling,
             max_input_tokens=longest_in,
             max_output_tokens=longest_out,
         )
 
     try:
-        replica = _REPLICAS.get(key, make)
+        return _REPLICAS.get(key, make), key
     except EngineError as exc:
         raise FieldError("traffic", str(exc)) from exc
+
+
+def capacity(deployment: Deployment, spec: TrafficSpec) -> float:
+    """Return the closed-loop capacity without tabulating step costs (for plan bounds)."""
+    d = deployment
+    config = scheduler_config(
+        d.model,
+        d.accelerator,
+        precision=d.precision,
+        parallelism=d.parallelism,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        max_running_requests=spec.max_running_requests,
+        scheduling=spec.scheduling,
+    )
+    return closed_loop_capacity(
+        d.model,
+        d.accelerator,
+        precision=d.precision,
+        parallelism=d.parallelism,
+        params=d.params,
+        config=config,
+        mean_input_tokens=spec.input_tokens.mean,
+        mean_output_tokens=spec.output_tokens.mean,
+    )
+
+
+def prepare(
+    deployment: Deployment,
+    request: TrafficRequest,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+) -> Prepared:
+    """Fill defaults from the backend, build the distributions, prepare (or reuse) a replica."""
+    spec, targets, source = traffic_spec(
+        deployment, request, input_tokens=input_tokens, output_tokens=output_tokens
+    )
+    replica, key = replica_for(deployment, spec)
     return Prepared(spec, targets, replica, source, key)
 
 
@@ -281,6 +326,17 @@ def goodput_dict(found: GoodputResult, targets: tuple[SloTarget, ...]) -> dict[s
     }
 
 
+def scheduler_dict(replica: Replica, defaults_from: str) -> dict[str, Any]:
+    config = replica.config
+    return {
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "max_running_requests": config.max_running,
+        "scheduling": config.policy,
+        "kv_cache_tokens": int(config.kv_capacity_tokens),
+        "defaults_from": defaults_from,
+    }
+
+
 def run_traffic(prepared: Prepared) -> dict[str, Any]:
     """Simulate the stream (and the goodput search when targets are given): the JSON answer."""
     spec, replica = prepared.spec, prepared.replica
@@ -300,7 +356,6 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
             "grow without bound, and the percentiles shown depend on the simulated stream's "
             "length"
         )
-    config = replica.config
     return {
         "request_rate_per_s": spec.request_rate_per_s,
         "arrival": {
@@ -309,13 +364,7 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
         },
         "mean_input_tokens": spec.input_tokens.mean,
         "mean_output_tokens": spec.output_tokens.mean,
-        "scheduler": {
-            "max_num_batched_tokens": config.max_num_batched_tokens,
-            "max_running_requests": config.max_running,
-            "scheduling": config.policy,
-            "kv_cache_tokens": int(config.kv_capacity_tokens),
-            "defaults_from": prepared.defaults_from,
-        },
+        "scheduler": scheduler_dict(replica, prepared.defaults_from),
         "ttft_ms": percentiles_dict(result.ttft_ms),
         "tpot_ms": percentiles_dict(result.tpot_ms),
         "e2e_latency_ms": percentiles_dict(result.e2e_latency_ms),

@@ -168,7 +168,7 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
     )
 
 
-def _lengths(value: int | LengthDistributionIn | None) -> int | LengthRequest | None:
+def lengths_request(value: int | LengthDistributionIn | None) -> int | LengthRequest | None:
     if value is None or isinstance(value, int):
         return value
     histogram = value.histogram
@@ -190,8 +190,8 @@ def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
         request_rate_per_s=traffic.request_rate_per_s,
         process=traffic.arrival.process,
         cv=traffic.arrival.cv,
-        input_tokens=_lengths(traffic.input_tokens),
-        output_tokens=_lengths(traffic.output_tokens),
+        input_tokens=lengths_request(traffic.input_tokens),
+        output_tokens=lengths_request(traffic.output_tokens),
         max_num_batched_tokens=traffic.max_num_batched_tokens,
         max_running_requests=traffic.max_running_requests,
         scheduling=traffic.scheduling,

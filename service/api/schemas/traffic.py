@@ -98,7 +98,7 @@ class TrafficIn(BaseModel):
     )
     max_num_batched_tokens: int | None = Field(
         default=None,
-        ge=16,
+        ge=64,
         le=MAX_TRAFFIC_TOKENS,
         strict=True,
         description="Token budget of one step (chunk size). Default: the backend's (docs).",
@@ -123,6 +123,36 @@ class TrafficIn(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
+    )
+
+
+class PlanTrafficIn(BaseModel):
+    """Traffic of a plan: its rate is the plan's requests_per_s, its targets the slo's
+    percentile fields; this object shapes the stream and the scheduler."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arrival: ArrivalIn = Field(default_factory=ArrivalIn)
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=64, le=MAX_TRAFFIC_TOKENS, strict=True
+    )
+    max_running_requests: int | None = Field(default=None, ge=1, le=65_536, strict=True)
+    scheduling: Scheduling | None = None
+    num_requests: int = Field(
+        default=DEFAULT_SIMULATED_REQUESTS,
+        ge=MIN_SIMULATED_REQUESTS,
+        le=MAX_SIMULATED_REQUESTS,
+        strict=True,
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    headroom: float = Field(
+        default=0.2,
+        ge=0,
+        le=4,
+        allow_inf_nan=False,
+        description="Targets must hold at (1 + headroom) × the planned per-replica rate.",
     )
 
 
@@ -154,6 +184,22 @@ class GoodputOut(BaseModel):
     ttft_ms: PercentilesOut | None
     tpot_ms: PercentilesOut | None
     e2e_latency_ms: PercentilesOut | None
+    simulations: int
+
+
+class PlanTrafficOut(BaseModel):
+    """How a configuration's fleet was sized from the percentile targets."""
+
+    requests_per_s_per_replica: float = Field(description="Planned share, headroom included.")
+    headroom: float
+    capacity_requests_per_s: float = Field(description="Closed-loop capacity of one replica.")
+    scheduler: SchedulerOut
+    ttft_ms: PercentilesOut
+    tpot_ms: PercentilesOut
+    e2e_latency_ms: PercentilesOut
+    usd_per_million_tokens_at_rate: float | None = Field(
+        description="Fleet price over the tokens of requests_per_s (input + output)."
+    )
     simulations: int
 
 

@@ -209,24 +209,24 @@ class Replica:
             raise EngineError("max_num_batched_tokens must be at least 1")
         if scheduling not in POLICIES:
             raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
-        kv = kv_capacity_tokens(
+        config = scheduler_config(
             model,
             accelerator,
             precision=precision,
             parallelism=parallelism,
-            step_tokens=float(max_num_batched_tokens),
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_running_requests=max_running_requests,
+            scheduling=scheduling,
             memory_utilization=memory_utilization,
         )
+        kv = config.kv_capacity_tokens
         longest = max_input_tokens + max_output_tokens
         if kv < longest:
             raise EngineError(
                 f"the KV cache holds {kv:.0f} tokens, less than the longest request "
                 f"({longest} tokens): the model does not serve this traffic here"
             )
-        cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
-        running = min(cap, max_num_batched_tokens, max(int(kv), 1))
-        config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling)
-        config.validate()
+        running = config.max_running
         table = build_step_table(
             model,
             accelerator,
@@ -302,35 +302,17 @@ class Replica:
         return float((last - first) / (finish[last] - finish[first]))
 
     def capacity(self, spec: TrafficSpec) -> float:
-        """Return requests/s at the running limit from the engine's closed-loop model (fast).
-
-        ``serving.serving_state`` at concurrency = the running limit (or what the KV cache
-        holds at the mean lengths), mean lengths, this step budget as the prefill chunk and
-        the closed-loop harness terms set to zero. It decodes every running request each step,
-        prompts still prefilling too, so it sits a few per cent below ``saturation`` (the
-        simulated full queue; tests/engine/test_traffic_model.py compares them).
-        """
-        mean_in, mean_out = spec.input_tokens.mean, spec.output_tokens.mean
-        config = self.config
-        slots = min(
-            config.max_running, max(int(config.kv_capacity_tokens // (mean_in + mean_out)), 1)
-        )
-        known = self.params.to_dict()
-        harness = {name: 0.0 for name in HARNESS_TERMS if name in known}
-        chunk = min(max(float(config.max_num_batched_tokens), 64.0), 1_048_576.0)
-        params = self.params.replace(prefill_chunk_tokens=chunk, **harness)
-        state = serving_state(
+        """Return ``closed_loop_capacity`` of this replica for the stream's mean lengths."""
+        return closed_loop_capacity(
             self.model,
             self.accelerator,
-            concurrency=np.asarray([float(slots)]),
-            max_running=float(slots),
-            input_tokens=mean_in,
-            output_tokens=mean_out,
             precision=self.precision,
             parallelism=self.parallelism,
-            params=params,
+            params=self.params,
+            config=self.config,
+            mean_input_tokens=spec.input_tokens.mean,
+            mean_output_tokens=spec.output_tokens.mean,
         )
-        return float(state.requests_per_s[0])
 
     def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
         """Bisect the rate in (0, saturation] for the largest one meeting every target.
@@ -371,6 +353,71 @@ class Replica:
                 low, best = middle, found
         limited = "saturation" if low >= SATURATION_SHARE * capacity else "slo"
         return GoodputResult(low, capacity, limited, best, runs)
+
+
+def closed_loop_capacity(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+    config: SchedulerConfig,
+    mean_input_tokens: float,
+    mean_output_tokens: float,
+) -> float:
+    """Return requests/s at the running limit from the engine's closed-loop model (fast).
+
+    ``serving.serving_state`` at concurrency = the running limit (or what the KV cache holds at
+    the mean lengths), mean lengths, the step budget as the prefill chunk and the closed-loop
+    harness terms set to zero. It decodes every running request each step, prompts still
+    prefilling too, and ignores how length mixes pack the KV cache, so it is within about 15%
+    of ``Replica.saturation`` (the simulated full queue; tests/engine/test_traffic_model.py).
+    """
+    held = max(int(config.kv_capacity_tokens // (mean_input_tokens + mean_output_tokens)), 1)
+    slots = min(config.max_running, held)
+    known = params.to_dict()
+    harness = {name: 0.0 for name in HARNESS_TERMS if name in known}
+    chunk = min(max(float(config.max_num_batched_tokens), 64.0), 1_048_576.0)
+    state = serving_state(
+        model,
+        accelerator,
+        concurrency=np.asarray([float(slots)]),
+        max_running=float(slots),
+        input_tokens=mean_input_tokens,
+        output_tokens=mean_output_tokens,
+        precision=precision,
+        parallelism=parallelism,
+        params=params.replace(prefill_chunk_tokens=chunk, **harness),
+    )
+    return float(state.requests_per_s[0])
+
+
+def scheduler_config(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    max_num_batched_tokens: int,
+    max_running_requests: int | None,
+    scheduling: str,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+) -> SchedulerConfig:
+    """Return the scheduler limits of a replica: KV-cache tokens and the running cap."""
+    kv = kv_capacity_tokens(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        step_tokens=float(max_num_batched_tokens),
+        memory_utilization=memory_utilization,
+    )
+    cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
+    running = min(cap, max_num_batched_tokens, max(int(kv), 1))
+    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling)
+    config.validate()
+    return config
 
 
 def meets(result: TrafficResult, targets: Sequence[SloTarget]) -> bool:
