@@ -336,7 +336,8 @@ class PlanningService:
         }
 
 
-MAX_SIZED_CONFIGURATIONS = 10  # exact fleets for the cheapest ten; the rest are bounded out
+PLAN_REQUESTS = 300  # simulated requests per sizing run unless the plan's traffic says
+MAX_SIZED_CONFIGURATIONS = 5  # exact fleets for the cheapest five; the rest are bounded out
 
 
 def size_by_traffic(
@@ -346,12 +347,12 @@ def size_by_traffic(
 
     Branch and bound: a candidate cannot need fewer replicas than the rate over 1.25 × its
     closed-loop capacity, so candidates are sized in order of that lower bound on fleet cost
-    (GPUs where unpriced) and sizing stops once the next bound exceeds the tenth fleet found;
+    (GPUs where unpriced) and sizing stops once the next bound exceeds the fifth fleet found;
     those left are listed in ``rejected`` as ``outranked`` with their bound.
     """
     assert spec.requests_per_s is not None
     rate = spec.requests_per_s
-    base = spec.traffic or TrafficRequest(request_rate_per_s=rate)
+    base = spec.traffic or TrafficRequest(request_rate_per_s=rate, num_requests=PLAN_REQUESTS)
     request = dataclasses.replace(base, request_rate_per_s=rate, slo=spec.percentile_slo)
     rows = answer["configurations"]
     bounds: list[tuple[float, int, Deployment, Any, float]] = []

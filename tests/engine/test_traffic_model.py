@@ -87,6 +87,10 @@ def test_step_table_matches_the_engine_step_cost() -> None:
             assert replica.table.decode_s(r, r * context) == pytest.approx(
                 float(decode.time_s), rel=0.01
             )
+            # The leap's growth per step: one more token of context for each of the r.
+            now, growth = replica.table.decode_leap(r, r * context)
+            later = replica.table.decode_s(r, r * (context + 1.0))
+            assert growth == pytest.approx(later - now, rel=0.05, abs=1e-9)
 
 
 @pytest.mark.parametrize(("s_in", "s_out"), [(1024, 128), (128, 1024), (6000, 64)])

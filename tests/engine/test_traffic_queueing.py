@@ -33,6 +33,9 @@ class ConstantSteps:
     def decode_s(self, sequences: int, context_sum: float) -> float:
         return STEP_S
 
+    def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
+        return STEP_S, 0.0
+
 
 def _arrivals(rate: float, requests: int, seed: int) -> np.ndarray:
     gaps = unit_gaps("poisson", 1.0, requests, np.random.default_rng(seed)) / rate

@@ -141,10 +141,11 @@ class PlanTrafficIn(BaseModel):
     max_running_requests: int | None = Field(default=None, ge=1, le=65_536, strict=True)
     scheduling: Scheduling | None = None
     num_requests: int = Field(
-        default=DEFAULT_SIMULATED_REQUESTS,
+        default=300,
         ge=MIN_SIMULATED_REQUESTS,
         le=MAX_SIMULATED_REQUESTS,
         strict=True,
+        description="Requests per sizing run (fewer than an estimate's 600: a plan runs many).",
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
     headroom: float = Field(

@@ -54,6 +54,10 @@ class StepTimes(Protocol):
         """Return the time of a decode-only step (``step_s`` without pieces, faster)."""
         ...
 
+    def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
+        """Return a decode-only step's time and how much each further step adds to it."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
@@ -153,7 +157,7 @@ def simulate(
     kv_free = float(config.kv_capacity_tokens)
     mixed = config.policy == "decode_first"
     step_s = times.step_s
-    decode_s = times.decode_s
+    decode_leap = times.decode_leap
 
     waiting: deque[int] = deque()
     prefilling: deque[list[int]] = deque()  # [request, prompt tokens done]
@@ -238,8 +242,7 @@ def simulate(
             # next arrival when that arrival could be admitted there.
             k = decoding[0][0] - counter
             context = base + dec * counter
-            t0 = decode_s(dec, context)
-            slope = (decode_s(dec, context + dec * (k - 1)) - t0) / (k - 1) if k > 1 else 0.0
+            t0, slope = decode_leap(dec, context)
             if (
                 pending
                 and not waiting

@@ -104,6 +104,27 @@ class StepTable:
             + self.attention_launch_s
         )
 
+    def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
+        """Return a decode-only step's time and its growth per further step.
+
+        Each step adds one token to every sequence's context: the mean context grows by one,
+        so the step grows by R · a'(c) (a is linear within a grid cell).
+        """
+        table = self.decode_attention_s
+        x = context_sum / sequences / self.context_step
+        i = int(x)
+        if i > len(table) - 2:
+            i = len(table) - 2
+        low = table[i]
+        rise = table[i + 1] - low
+        time_s = (
+            self.tokens_s[sequences]
+            + self.rows_s[sequences]
+            + sequences * (low + rise * (x - i))
+            + self.attention_launch_s
+        )
+        return time_s, sequences * rise / self.context_step
+
     def step_s(
         self, decode_sequences: float, context_sum: float, pieces: Sequence[tuple[float, float]]
     ) -> float:
