@@ -155,3 +155,28 @@ def test_batch_items_may_carry_traffic(client: TestClient) -> None:
     first, second = response.json()["items"]
     assert first["traffic"]["ttft_ms"]["p50"] > 0
     assert "traffic" not in second or second["traffic"] is None
+
+
+def test_the_readme_example_answers(client: TestClient) -> None:
+    request = {
+        "model": "llama-3.1-8b",
+        "accelerator": "a100-sxm-80gb",
+        "backend": "vllm",
+        "input_tokens": 1024,
+        "output_tokens": 256,
+        "traffic": {
+            "request_rate_per_s": 6,
+            "arrival": {"process": "gamma", "cv": 1.5},
+            "input_tokens": {"percentiles": {"p50": 300, "p90": 1200, "p99": 2500}, "max": 4000},
+            "output_tokens": {"percentiles": {"p50": 200, "p90": 500}, "mean": 260},
+            "slo": {"ttft_ms_p90_max": 500, "tpot_ms_p99_max": 50},
+        },
+    }
+    response = post(client, request)
+    assert response.status_code == 200, response.text
+    traffic = response.json()["traffic"]
+    assert traffic["mean_output_tokens"] == pytest.approx(260.0, rel=0.01)
+    # vLLM on an A100: 2,048 tokens per step and 256 running requests (EngineArgs defaults).
+    assert traffic["scheduler"]["max_num_batched_tokens"] == 2048
+    assert traffic["scheduler"]["max_running_requests"] == 256
+    assert traffic["goodput"]["requests_per_s"] > 0

@@ -11,7 +11,7 @@ with T = R + Σ p_j tokens through the GEMMs, collectives and gathers, and L = R
 (one logit row per sequence). Decode attention of R equal sequences is R · a(c) + one kernel
 latency (per-sequence bytes and FLOPs, one launch); prefill pieces run as one variable-length
 kernel, so n pieces pay the launch once. Each part is tabulated on a geometric grid from one
-vectorised engine call and interpolated linearly; ``tests/engine/test_traffic_step_table.py``
+vectorised engine call and interpolated linearly; ``tests/engine/test_traffic_model.py``
 checks the sum against ``step_cost`` directly.
 """
 
