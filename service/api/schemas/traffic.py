@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 MAX_REQUEST_RATE_PER_S = 1e6
 MAX_TRAFFIC_TOKENS = 1_048_576
 MIN_SIMULATED_REQUESTS = 100
-MAX_SIMULATED_REQUESTS = 4000
+MAX_SIMULATED_REQUESTS = 2000
 DEFAULT_SIMULATED_REQUESTS = 600
 
 Rate = Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE_PER_S, allow_inf_nan=False, strict=True)]
