@@ -584,4 +584,5 @@ class AnalysisService:
             "max_batch_size": result.max_batch_size,
             "price_usd_per_hour": finite_or_none(price),
             "usd_per_hour": finite_or_none(result.usd_per_hour),
+            "traffic": None,
         }

@@ -157,6 +157,7 @@ def _configuration(rank: int, cfg: Configuration) -> dict[str, Any]:
         "energy_per_token_j": cfg.energy_per_token_j,
         "memory_gb_per_gpu": cfg.memory_gb_per_gpu,
         "calibration": c.calibration,
+        "traffic": None,
     }
 
 
