@@ -65,6 +65,7 @@ class TrafficRequest:
     scheduling: str | None = None
     num_requests: int = 600
     seed: int = 0
+    prefix_cache_hit_rate: float = 0.0
     slo: tuple[tuple[str, float], ...] = field(default=())
 
 
@@ -211,6 +212,7 @@ def traffic_spec(
         scheduling=scheduling,
         num_requests=request.num_requests,
         seed=request.seed,
+        prefix_cache_hit_rate=request.prefix_cache_hit_rate,
     )
     try:
         spec.validate()
@@ -296,6 +298,7 @@ def saturation(prepared: Prepared) -> float:
         spec.arrival_cv,
         spec.num_requests,
         spec.seed,
+        spec.max_num_batched_tokens,
     )
     return _SATURATION.get(key, lambda: prepared.replica.capacity(spec))
 
@@ -364,6 +367,7 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
         },
         "mean_input_tokens": spec.input_tokens.mean,
         "mean_output_tokens": spec.output_tokens.mean,
+        "prefix_cache_hit_rate": spec.prefix_cache_hit_rate,
         "scheduler": scheduler_dict(replica, prepared.defaults_from),
         "ttft_ms": percentiles_dict(result.ttft_ms),
         "tpot_ms": percentiles_dict(result.tpot_ms),

@@ -180,3 +180,13 @@ def test_the_readme_example_answers(client: TestClient) -> None:
     assert traffic["scheduler"]["max_num_batched_tokens"] == 2048
     assert traffic["scheduler"]["max_running_requests"] == 256
     assert traffic["goodput"]["requests_per_s"] > 0
+
+
+def test_prefix_cache_hits_shorten_ttft(client: TestClient) -> None:
+    cold = post(client, body()).json()["traffic"]
+    warm = post(client, body(prefix_cache_hit_rate=0.75)).json()["traffic"]
+    assert warm["prefix_cache_hit_rate"] == 0.75
+    assert warm["ttft_ms"]["p50"] < cold["ttft_ms"]["p50"]
+    bad = post(client, body(prefix_cache_hit_rate=1.0))
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["field"] == "traffic.prefix_cache_hit_rate"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -260,3 +261,24 @@ def test_closed_loop_capacity_is_within_15_percent_of_the_simulated_full_queue(
     else:
         spec = _fixed(s_in, s_out, 1.0)
     assert replica.capacity(spec) == pytest.approx(replica.saturation(spec), rel=0.15)
+
+
+def test_prefix_cache_hits_skip_their_prefill() -> None:
+    """Hand calculation: alone on the replica, a 4,096-token prompt with half of it cached runs
+    one step of 2,048 new tokens after 2,048 cached ones; its TTFT is that step's time."""
+    replica = _replica(4096, 64)
+    spec = _fixed(4096, 64, 0.001, num_requests=20, arrival_process="gamma", arrival_cv=0.01)
+    cold = replica.run(spec)
+    warm = replica.run(dataclasses.replace(spec, prefix_cache_hit_rate=0.5))
+    half = step_cost(
+        llama_31_8b(),
+        make_h100(),
+        precision=PRECISION,
+        parallelism=LAYOUT,
+        groups=[AttentionGroup.of(1.0, 2048.0, 2048.0)],
+        params=PARAMS,
+        phase="prefill",
+    )
+    assert warm.ttft_ms.p50 == pytest.approx(float(half.time_s) * 1e3, rel=0.01)
+    assert warm.ttft_ms.p50 < 0.6 * cold.ttft_ms.p50
+    assert warm.tpot_ms.p50 == pytest.approx(cold.tpot_ms.p50, rel=1e-6)  # decode unchanged

@@ -197,6 +197,7 @@ def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
         scheduling=traffic.scheduling,
         num_requests=traffic.num_requests,
         seed=traffic.seed,
+        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
         slo=slo_pairs(traffic.slo.model_dump()) if traffic.slo is not None else (),
     )
 

@@ -92,6 +92,7 @@ def plan_traffic(traffic: PlanTrafficIn | None, rate: float | None) -> TrafficRe
         scheduling=traffic.scheduling,
         num_requests=traffic.num_requests,
         seed=traffic.seed,
+        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
     )
 
 

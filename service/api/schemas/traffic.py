@@ -121,6 +121,13 @@ class TrafficIn(BaseModel):
         description="Requests in the simulated stream (more: steadier tails, slower answer).",
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    prefix_cache_hit_rate: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt found in the prefix cache: not prefilled again.",
+    )
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
     )
@@ -148,6 +155,13 @@ class PlanTrafficIn(BaseModel):
         description="Requests per sizing run (fewer than an estimate's 600: a plan runs many).",
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    prefix_cache_hit_rate: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt found in the prefix cache: not prefilled again.",
+    )
     headroom: float = Field(
         default=0.2,
         ge=0,
@@ -211,6 +225,7 @@ class TrafficOut(BaseModel):
     arrival: ArrivalIn
     mean_input_tokens: float
     mean_output_tokens: float
+    prefix_cache_hit_rate: float
     scheduler: SchedulerOut
     ttft_ms: PercentilesOut
     tpot_ms: PercentilesOut = Field(

@@ -71,6 +71,10 @@ class TrafficSpec:
     scheduling: str = "decode_first"
     num_requests: int = DEFAULT_REQUESTS
     seed: int = 0
+    # Share of each prompt found in the prefix cache (vLLM automatic prefix caching, SGLang
+    # RadixAttention): those tokens are not prefilled again. Cached = min(round(h · S_in),
+    # S_in − 1): the last prompt token always runs, to produce the first output token.
+    prefix_cache_hit_rate: float = 0.0
 
     def validate(self) -> None:
         """Raise EngineError naming the first field out of range."""
@@ -82,6 +86,8 @@ class TrafficSpec:
             raise EngineError("arrival.cv must be positive")
         if self.scheduling not in POLICIES:
             raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
+        if not 0.0 <= self.prefix_cache_hit_rate < 1.0:
+            raise EngineError("prefix_cache_hit_rate must be in [0, 1)")
         if not 10 <= self.num_requests <= MAX_REQUESTS:
             raise EngineError(f"num_requests must be between 10 and {MAX_REQUESTS}")
 
@@ -241,6 +247,14 @@ class Replica:
             table, config, max_running_requests, model, accelerator, precision, parallelism, params
         )
 
+    @staticmethod
+    def cached_tokens(spec: TrafficSpec, inputs: Sequence[int]) -> list[int] | None:
+        """Return each prompt's tokens found in the prefix cache (None without caching)."""
+        h = spec.prefix_cache_hit_rate
+        if h <= 0.0:
+            return None
+        return [min(round(h * i), i - 1) for i in inputs]
+
     def _stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
         """Return unit-rate arrival times and the sampled lengths (seeded, rate-independent)."""
         rng = np.random.default_rng(spec.seed)
@@ -255,13 +269,21 @@ class Replica:
         """Simulate the stream at ``spec.request_rate_per_s``."""
         spec.validate()
         unit, inputs, outputs = self._stream(spec)
-        return self._run_at(spec.request_rate_per_s, unit, inputs, outputs)
+        cached = self.cached_tokens(spec, inputs)
+        return self._run_at(spec.request_rate_per_s, unit, inputs, outputs, cached)
 
     def _run_at(
-        self, rate: float, unit: FloatArray, inputs: list[int], outputs: list[int]
+        self,
+        rate: float,
+        unit: FloatArray,
+        inputs: list[int],
+        outputs: list[int],
+        cached: list[int] | None = None,
     ) -> TrafficResult:
         arrivals = unit / rate
-        timeline = simulate(arrivals.tolist(), inputs, outputs, self.config, self.table)
+        timeline = simulate(
+            arrivals.tolist(), inputs, outputs, self.config, self.table, cached_tokens=cached
+        )
         return _summarise(rate, timeline, outputs)
 
     def saturation(self, spec: TrafficSpec) -> float:
@@ -293,6 +315,7 @@ class Replica:
             self.table,
             clients=clients,
             first_arrivals_s=starts,
+            cached_tokens=self.cached_tokens(spec, inputs_n),
         )
         finish = np.sort(timeline.finish_s)
         # After the first cycle, before the last one (the loop drains as clients run out).
@@ -325,12 +348,13 @@ class Replica:
             raise EngineError("slo needs at least one target")
         capacity = self.capacity(spec)
         unit, inputs, outputs = self._stream(spec)
+        cached = self.cached_tokens(spec, inputs)
         runs = 0
 
         def probe(rate: float) -> TrafficResult | None:
             nonlocal runs
             runs += 1
-            result = self._run_at(rate, unit, inputs, outputs)
+            result = self._run_at(rate, unit, inputs, outputs, cached)
             return result if meets(result, targets) else None
 
         # The closed-loop capacity is within about 15% of what the simulated queue sustains:

@@ -106,6 +106,7 @@ def simulate(
     clients: int | None = None,
     first_arrivals_s: Sequence[float] | None = None,
     first_arrival_steps: Sequence[int] | None = None,
+    cached_tokens: Sequence[int] | None = None,
 ) -> Timeline:
     """Serve the requests in order: open loop at ``arrivals_s``, or a closed loop of ``clients``.
 
@@ -113,6 +114,10 @@ def simulate(
     (default 0), or at the start of step ``first_arrival_steps[k]``, and each later request is
     sent by the client whose request finished first, the moment it finishes (no think time),
     as ``vllm bench serve --max-concurrency`` does.
+
+    ``cached_tokens[r]`` prompt tokens of request r are found in the prefix cache: they are
+    not prefilled again (its first piece starts after them), but its attention reads them and
+    its KV reservation still counts them.
     """
     config.validate()
     n = len(input_tokens)
@@ -147,6 +152,9 @@ def simulate(
         arrival = [float(a) for a in arrivals_s]
         pending.extend(range(n))
         next_new = n
+    cached = [0] * n if cached_tokens is None else [int(c) for c in cached_tokens]
+    if len(cached) != n or any(not 0 <= c < i for c, i in zip(cached, input_tokens, strict=True)):
+        raise EngineError("cached tokens must lie in [0, input tokens) for every request")
     admitted = [math.nan] * n
     first = [math.nan] * n
     finish = [math.nan] * n
@@ -199,7 +207,7 @@ def simulate(
             r = waiting.popleft()
             running += 1
             kv_free -= need[r]
-            prefilling.append([r, 0])
+            prefilling.append([r, cached[r]])
         peak = max(peak, running)
         if prefilling:
             decoders = dec if mixed else 0
@@ -211,7 +219,7 @@ def simulate(
                     break
                 r, done_tokens = item
                 take = min(input_tokens[r] - done_tokens, room)
-                if done_tokens == 0:
+                if admitted[r] != admitted[r]:  # NaN: its first piece
                     admitted[r] = now
                 pieces.append((float(take), float(done_tokens)))
                 item[1] = done_tokens + take
