@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from service.api.schemas.analysis import EstimateResponse, IntensityResponse
+from service.api.schemas.traffic import TrafficOut
 from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
 from service.cli_commands.options import (
@@ -44,6 +45,28 @@ def estimate_rows(answer: EstimateResponse) -> Iterable[Mapping[str, Any]]:
         yield {"model": answer.model, "accelerator": answer.accelerator, **point.model_dump()}
 
 
+def traffic_table(traffic: TrafficOut) -> Any:
+    """Percentiles of an open-loop stream, with saturation and goodput in the title."""
+    title = (
+        f"{number(traffic.request_rate_per_s, 2)} requests/s ({traffic.arrival.process}): "
+        f"load {number(traffic.load_factor, 2)} of {number(traffic.saturation_requests_per_s, 2)}"
+        " requests/s" + (f"; {traffic.message}" if traffic.message else "")
+    )
+    if traffic.goodput is not None:
+        title += f"; goodput {number(traffic.goodput.requests_per_s, 2)} requests/s"
+    columns = ["metric (ms)", "mean", "p50", "p90", "p99"]
+    rows = [
+        [name, number(p.mean), number(p.p50), number(p.p90), number(p.p99)]
+        for name, p in (
+            ("TTFT", traffic.ttft_ms),
+            ("TPOT", traffic.tpot_ms),
+            ("E2E", traffic.e2e_latency_ms),
+            ("queue wait", traffic.queue_wait_ms),
+        )
+    ]
+    return table(title, columns, rows)
+
+
 def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
     """The estimate as a rich table with a one-line header."""
     layout_note = (
@@ -77,6 +100,8 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
     ]
     yield table(title, columns, rows)
     critical = answer.critical_batch_size
+    if answer.traffic is not None:
+        yield traffic_table(answer.traffic)
     yield (
         f"ridge point {number(answer.ridge_point_flop_per_byte)} FLOP/byte, "
         f"decode compute-bound from batch {critical if critical is not None else '-'}, "
@@ -105,6 +130,23 @@ def estimate(
     price_usd_per_hour: Annotated[
         float | None, typer.Option(help="Per-GPU price overriding the catalog's.")
     ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            help="Open-loop traffic in requests/s: adds p50/p90/p99, saturation (docs/traffic.md).",
+        ),
+    ] = None,
+    arrival_cv: Annotated[
+        float | None,
+        typer.Option(help="Gamma arrivals with this coefficient of variation (default Poisson)."),
+    ] = None,
+    slo_ttft_p90_ms: Annotated[
+        float | None, typer.Option(help="With --rate: goodput target TTFT p90 (ms).")
+    ] = None,
+    slo_tpot_p99_ms: Annotated[
+        float | None, typer.Option(help="With --rate: goodput target TPOT p99 (ms).")
+    ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     url: UrlOption = None,
@@ -121,6 +163,14 @@ def estimate(
         **layout(weights, activations, kv_cache, tp, pp, ep),
         **present(backend=backend, calibration=calibration, price_usd_per_hour=price_usd_per_hour),
     }
+    if rate is not None:
+        traffic: dict[str, Any] = {"request_rate_per_s": rate}
+        if arrival_cv is not None:
+            traffic["arrival"] = {"process": "gamma", "cv": arrival_cv}
+        slo = present(ttft_ms_p90_max=slo_ttft_p90_ms, tpot_ms_p99_max=slo_tpot_p99_ms)
+        if slo:
+            traffic["slo"] = slo
+        body["traffic"] = traffic
     with reported(), open_client(url, api_key) as client:
         answer = client.estimate(body)
     emit(

@@ -14,6 +14,14 @@ from service.api.schemas.analysis import (
 )
 from service.api.schemas.models import Model
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadOut
+from service.api.schemas.traffic import (
+    ArrivalIn,
+    LengthDistributionIn,
+    PlanTrafficIn,
+    TrafficIn,
+    TrafficOut,
+    TrafficSloIn,
+)
 from service.client.aio import AsyncRidgeline
 from service.client.errors import (
     AuthenticationError,
@@ -37,6 +45,7 @@ from service.client.types import CalibrationProfile
 
 __all__ = [
     "Accelerator",
+    "ArrivalIn",
     "AsyncRidgeline",
     "AuthenticationError",
     "BadRequestError",
@@ -47,12 +56,14 @@ __all__ = [
     "IntensityRequest",
     "IntensityResponse",
     "InvalidRequestError",
+    "LengthDistributionIn",
     "Model",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "PlanRequest",
     "PlanResponse",
+    "PlanTrafficIn",
     "PointOut",
     "PreconditionFailedError",
     "RateLimitError",
@@ -63,6 +74,9 @@ __all__ = [
     "RidgelineTimeoutError",
     "ServerError",
     "ServiceUnavailableError",
+    "TrafficIn",
+    "TrafficOut",
+    "TrafficSloIn",
     "WorkloadOut",
     "parse_retry_after",
 ]

@@ -41,8 +41,9 @@ from service.services.efficiency_lookup import (
     linked_profile,
     profile_cache,
 )
-from service.services.errors import NotFoundError, ServiceError
+from service.services.errors import FieldError, NotFoundError, ServiceError
 from service.services.extrapolation import reach_params, request_extrapolation
+from service.services.traffic import Deployment, TrafficRequest, prepare, run_traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,7 @@ class EstimateSpec:
     batch_sizes: tuple[int, ...]
     mode: str = "static"
     price_usd_per_hour: float | None = None
+    traffic: TrafficRequest | None = None
 
     @property
     def group_key(self) -> tuple[Any, ...]:
@@ -87,6 +89,7 @@ class EstimateSpec:
             self.output_tokens,
             self.mode,
             self.price_usd_per_hour,
+            self.traffic,
         )
 
 
@@ -421,8 +424,41 @@ class AnalysisService:
         }
 
     def estimate(self, spec: EstimateSpec) -> dict[str, Any]:
-        """Estimate one sweep; raises NotFoundError or EngineError."""
-        return self._run_group([spec])[0]
+        """Estimate one sweep (and its traffic); raises NotFoundError, FieldError or EngineError.
+
+        Without batch sizes (a traffic-only request) the answer has no points.
+        """
+        if not spec.batch_sizes and spec.traffic is None:
+            raise FieldError("batch_sizes", "required unless traffic is given")
+        if spec.batch_sizes:
+            answer = self._run_group([spec])[0]
+        else:
+            answer = {**self._run_group([dataclasses.replace(spec, batch_sizes=(1,))])[0]}
+            answer["points"] = []
+        if spec.traffic is not None:
+            answer["traffic"] = self.traffic(spec)
+        return answer
+
+    def traffic(self, spec: EstimateSpec) -> dict[str, Any]:
+        """Simulate the spec's open-loop traffic on its target (FieldError names bad parts)."""
+        assert spec.traffic is not None
+        target = spec.target
+        model, accelerator, resolved = self._load(target)
+        deployment = Deployment(
+            model,
+            accelerator,
+            target.precision,
+            target.parallelism,
+            resolved.params,
+            target.backend,
+        )
+        prepared = prepare(
+            deployment,
+            spec.traffic,
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+        )
+        return run_traffic(prepared)
 
     def estimate_many(self, specs: Sequence[EstimateSpec]) -> list[dict[str, Any] | Exception]:
         """Estimate many sweeps; each answer is a dict or the error that item raised.
@@ -431,7 +467,14 @@ class AnalysisService:
         over batch sizes), and each model and accelerator is loaded once.
         """
         groups: dict[tuple[Any, ...], list[int]] = {}
+        answers: dict[int, dict[str, Any] | Exception] = {}
         for index, spec in enumerate(specs):
+            if spec.traffic is not None or not spec.batch_sizes:  # one by one
+                try:
+                    answers[index] = self.estimate(spec)
+                except (ServiceError, EngineError) as exc:
+                    answers[index] = exc
+                continue
             groups.setdefault(spec.group_key, []).append(index)
         # Groups differing only in request lengths are stacked into one vectorised engine pass.
         stacks: dict[tuple[Any, ...], list[list[int]]] = {}
@@ -439,7 +482,6 @@ class AnalysisService:
             first = specs[indices[0]]
             key = (first.target, first.mode, first.price_usd_per_hour)
             stacks.setdefault(key, []).append(indices)
-        answers: dict[int, dict[str, Any] | Exception] = {}
         for stacked in stacks.values():
             if len(stacked) > 1:
                 try:
@@ -585,4 +627,5 @@ class AnalysisService:
             "max_batch_size": result.max_batch_size,
             "price_usd_per_hour": finite_or_none(price),
             "usd_per_hour": finite_or_none(result.usd_per_hour),
+            "traffic": None,
         }

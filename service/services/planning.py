@@ -7,6 +7,7 @@ objectives they are ranked with null costs (cost tie-breaks put them last).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -32,10 +33,20 @@ from service.engine.planning import (
 )
 from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
+from service.engine.traffic.fleet import fewest_replicas_bound, size_fleet
 from service.engine.workloads import WORKLOADS, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
 from service.services.errors import FieldError
+from service.services.traffic import (
+    Deployment,
+    TrafficRequest,
+    capacity,
+    percentiles_dict,
+    replica_for,
+    scheduler_dict,
+    traffic_spec,
+)
 
 DEFAULT_OBJECTIVE = "max_throughput_per_gpu"
 DEFAULT_MODE = "serving"
@@ -71,6 +82,9 @@ class PlanSpec:
     concurrency_levels: int = 64
     # Work budget: candidates x concurrency levels one plan may evaluate (None: unbounded).
     max_points: int | None = None
+    percentile_slo: tuple[tuple[str, float], ...] = ()  # e.g. ("ttft_ms_p90_max", 500.0)
+    traffic: TrafficRequest | None = None  # stream and scheduler of the percentile sizing
+    headroom: float = 0.2
 
 
 def workload_to_dict(workload: Workload) -> dict[str, Any]:
@@ -146,6 +160,7 @@ def _configuration(rank: int, cfg: Configuration) -> dict[str, Any]:
         "energy_per_token_j": cfg.energy_per_token_j,
         "memory_gb_per_gpu": cfg.memory_gb_per_gpu,
         "calibration": c.calibration,
+        "traffic": None,
     }
 
 
@@ -297,8 +312,15 @@ class PlanningService:
                 "name fewer models, accelerators or precisions per request, or lower "
                 "concurrency_levels",
             )
+        if spec.percentile_slo and spec.requests_per_s is None:
+            raise FieldError(
+                "requests_per_s", "percentile targets size a fleet for a rate: give requests_per_s"
+            )
         result = plan(candidates, question)
-        return self._answer(question, preset, result, notes)
+        answer = self._answer(question, preset, result, notes)
+        if spec.percentile_slo:
+            size_by_traffic(answer, result, question, spec)
+        return answer
 
     @staticmethod
     def _answer(
@@ -331,3 +353,134 @@ class PlanningService:
             "candidates_evaluated": result.candidates_evaluated,
             "points_evaluated": result.points_evaluated,
         }
+
+
+PLAN_REQUESTS = 300  # simulated requests per sizing run unless the plan's traffic says
+MAX_SIZED_CONFIGURATIONS = 5  # exact fleets for the cheapest five; the rest are bounded out
+
+
+def size_by_traffic(
+    answer: dict[str, Any], result: PlanResult, question: PlanQuestion, spec: PlanSpec
+) -> None:
+    """Size each configuration's fleet from the percentile targets and re-rank by fleet cost.
+
+    Branch and bound: a candidate cannot need fewer replicas than the rate over 1.25 × its
+    closed-loop capacity, so candidates are sized in order of that lower bound on fleet cost
+    (GPUs where unpriced) and sizing stops once the next bound exceeds the fifth fleet found;
+    those left are listed in ``rejected`` as ``outranked`` with their bound.
+    """
+    assert spec.requests_per_s is not None
+    rate = spec.requests_per_s
+    base = spec.traffic or TrafficRequest(request_rate_per_s=rate, num_requests=PLAN_REQUESTS)
+    request = dataclasses.replace(base, request_rate_per_s=rate, slo=spec.percentile_slo)
+    rows = answer["configurations"]
+    bounds: list[tuple[float, int, Deployment, Any, float]] = []
+    for index, cfg in enumerate(result.configurations):
+        c = cfg.candidate
+        deployment = Deployment(
+            c.model, c.accelerator, c.precision, c.parallelism, c.params, spec.backend
+        )
+        stream, targets, source = traffic_spec(
+            deployment,
+            request,
+            input_tokens=question.input_tokens,
+            output_tokens=question.output_tokens,
+        )
+        try:
+            cap = capacity(deployment, stream)
+        except EngineError:
+            continue
+        fewest = fewest_replicas_bound(rate, spec.headroom, cap)
+        price = c.usd_per_gpu_hour
+        per_replica = cfg.gpus_per_replica * (price if price is not None else math.inf)
+        bound = fewest * per_replica if price is not None else math.inf
+        bounds.append((bound, index, deployment, (stream, targets, source), cap))
+    bounds.sort(key=lambda b: (b[0], b[1]))
+    sized: list[tuple[float, int, dict[str, Any]]] = []
+    rejected = answer["rejected"]
+    tokens_per_request = None
+    for bound, index, deployment, (stream, targets, source), cap in bounds:
+        row = rows[index]
+        if len(sized) >= MAX_SIZED_CONFIGURATIONS and bound > sized[-1][0]:
+            rejected.append(_outranked(row, bound, sized[-1][0]))
+            continue
+        try:
+            replica, _ = replica_for(deployment, stream)
+            fleet = size_fleet(
+                replica,
+                stream,
+                targets,
+                total_per_s=rate,
+                headroom=spec.headroom,
+                capacity_per_s=cap,
+            )
+        except (EngineError, FieldError) as exc:
+            rejected.append(_traffic_rejection(row, "misses_slo", str(exc)))
+            continue
+        if fleet.replicas is None or fleet.result is None:
+            rejected.append(
+                _traffic_rejection(
+                    row,
+                    "misses_slo",
+                    f"percentile targets not met within {fleet.simulations} sizing runs "
+                    f"(last: {fleet.requests_per_s_per_replica:.3g} requests/s per replica)",
+                )
+            )
+            continue
+        tokens_per_request = stream.input_tokens.mean + stream.output_tokens.mean
+        price = row["usd_per_gpu_hour"]
+        gpus = fleet.replicas * row["gpus_per_replica"]
+        fleet_usd = gpus * price if price is not None else None
+        at = fleet.result
+        row.update(
+            replicas=fleet.replicas,
+            gpus=gpus,
+            usd_per_hour=fleet_usd,
+            traffic={
+                "requests_per_s_per_replica": fleet.requests_per_s_per_replica,
+                "headroom": spec.headroom,
+                "capacity_requests_per_s": cap,
+                "scheduler": scheduler_dict(replica, source),
+                "ttft_ms": percentiles_dict(at.ttft_ms),
+                "tpot_ms": percentiles_dict(at.tpot_ms),
+                "e2e_latency_ms": percentiles_dict(at.e2e_latency_ms),
+                "usd_per_million_tokens_at_rate": (
+                    fleet_usd / (rate * tokens_per_request * 3600.0) * 1e6
+                    if fleet_usd is not None
+                    else None
+                ),
+                "simulations": fleet.simulations,
+            },
+        )
+        cost = fleet_usd if fleet_usd is not None else math.inf
+        sized.append((cost, gpus, row))
+        sized.sort(key=lambda item: (item[0], item[1]))
+    ranked = [row for _, _, row in sized]
+    for rank, row in enumerate(ranked, 1):
+        row["rank"] = rank
+    answer["configurations"] = ranked
+    answer["notes"].append(
+        f"percentile targets {dict(spec.percentile_slo)}: fleets sized by simulating Poisson-"
+        f"or-given traffic at {rate:g} requests/s with {spec.headroom:g} headroom, ranked by "
+        "fleet cost (GPUs where unpriced)"
+    )
+
+
+def _outranked(row: dict[str, Any], bound: float, tenth: float) -> dict[str, Any]:
+    return _traffic_rejection(
+        row,
+        "outranked",
+        f"not sized: its fleet costs at least {bound:.4g} $/h at the rate (capacity bound), "
+        f"more than the {MAX_SIZED_CONFIGURATIONS}th sized fleet ({tenth:.4g} $/h)",
+    )
+
+
+def _traffic_rejection(row: dict[str, Any], code: str, reason: str) -> dict[str, Any]:
+    return {
+        "model": row["model"],
+        "accelerator": row["accelerator"],
+        "parallelism": row["parallelism"],
+        "precision": row["precision"],
+        "code": code,
+        "reason": reason,
+    }

@@ -158,3 +158,33 @@ def test_invalid_value_names_the_field(ridgeline_cli: Invoke) -> None:
 def test_json_and_csv_together_is_refused(ridgeline_cli: Invoke) -> None:
     result = ridgeline_cli(*ESTIMATE_ARGS, "--json", "--csv")
     assert result.exit_code == 2
+
+
+def test_estimate_with_a_rate_prints_percentiles_and_goodput(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    args = (
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "8", "--mode", "serving",
+        "--calibration", "none", "--rate", "4", "--arrival-cv", "1.5",
+        "--slo-ttft-p90-ms", "300", "--slo-tpot-p99-ms", "30",
+    )  # fmt: skip
+    result = ridgeline_cli(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    traffic = json.loads(result.stdout)["traffic"]
+    assert traffic["arrival"] == {"process": "gamma", "cv": 1.5}
+    assert traffic["goodput"]["slo"] == {"ttft_ms_p90_max": 300.0, "tpot_ms_p99_max": 30.0}
+    table = ridgeline_cli(*args)
+    assert table.exit_code == 0, table.stderr
+    assert "goodput" in table.stdout and "p99" in table.stdout and "TTFT" in table.stdout
+
+
+def test_client_sends_traffic_and_parses_it(client: TestClient) -> None:
+    from service.client import TrafficIn
+
+    answer = Ridgeline(http_client=client).estimate(
+        {**ESTIMATE_BODY, "model": "llama-3.1-8b"},
+        traffic=TrafficIn(request_rate_per_s=2.0),
+    )
+    assert answer.traffic is not None
+    assert answer.traffic.request_rate_per_s == 2.0
+    assert answer.traffic.ttft_ms.p50 is not None

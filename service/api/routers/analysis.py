@@ -36,6 +36,7 @@ from service.api.schemas.analysis import (
     IntensityResponse,
     ProblemOut,
 )
+from service.api.schemas.traffic import LengthDistributionIn, TrafficIn
 from service.engine.errors import (
     ContextWindowError,
     EngineError,
@@ -53,6 +54,7 @@ from service.services.estimates import (
     EstimateSpec,
     IntensitySpec,
 )
+from service.services.traffic import LengthRequest, TrafficRequest, slo_pairs
 
 router = APIRouter(prefix="/v1", tags=["analysis"])
 
@@ -180,15 +182,50 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
     )
 
 
+def lengths_request(value: int | LengthDistributionIn | None) -> int | LengthRequest | None:
+    if value is None or isinstance(value, int):
+        return value
+    histogram = value.histogram
+    return LengthRequest(
+        percentiles=tuple(sorted((value.percentiles or {}).items())),
+        mean=value.mean,
+        minimum=value.min,
+        maximum=value.max,
+        bin_edges_tokens=tuple(histogram.bin_edges_tokens) if histogram else (),
+        shares=tuple(histogram.shares) if histogram else (),
+    )
+
+
+def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
+    """Translate the traffic object into the service's terms (None when absent)."""
+    if traffic is None:
+        return None
+    return TrafficRequest(
+        request_rate_per_s=traffic.request_rate_per_s,
+        process=traffic.arrival.process,
+        cv=traffic.arrival.cv,
+        input_tokens=lengths_request(traffic.input_tokens),
+        output_tokens=lengths_request(traffic.output_tokens),
+        max_num_batched_tokens=traffic.max_num_batched_tokens,
+        max_running_requests=traffic.max_running_requests,
+        scheduling=traffic.scheduling,
+        num_requests=traffic.num_requests,
+        seed=traffic.seed,
+        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
+        slo=slo_pairs(traffic.slo.model_dump()) if traffic.slo is not None else (),
+    )
+
+
 def estimate_spec(body: EstimateRequest) -> EstimateSpec:
     """Translate a validated request into the service's spec."""
     return EstimateSpec(
         target=_target(body),
         input_tokens=body.input_tokens,
         output_tokens=body.output_tokens,
-        batch_sizes=tuple(body.batch_sizes),
+        batch_sizes=tuple(body.batch_sizes or ()),
         mode=body.mode,
         price_usd_per_hour=body.price_usd_per_hour,
+        traffic=traffic_request(body.traffic),
     )
 
 
@@ -291,7 +328,7 @@ async def post_estimates(
     spec = estimate_spec(body)
     try:
         analysis = await loaded_analysis(request, spec.target)
-        if len(spec.batch_sizes) > INLINE_POINTS:
+        if len(spec.batch_sizes) > INLINE_POINTS or spec.traffic is not None:
             heavy: HeavyWork = request.app.state.heavy
             async with heavy.slot():
                 answer = await run_in_threadpool(analysis.estimate, spec)
@@ -299,7 +336,7 @@ async def post_estimates(
             answer = analysis.estimate(spec)
     except (NotFoundError, FieldError, EngineError) as exc:
         return problem_response(error_problem(exc))
-    if wants_csv(accept):
+    if wants_csv(accept) and answer["points"]:
         return Response(estimate_csv(answer), media_type=CSV_MEDIA_TYPE)
     return FastJSONResponse(answer)
 

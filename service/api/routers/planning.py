@@ -9,10 +9,12 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, SessionDep, SettingsDep
 from service.api.heavy_calls import run_heavy
-from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget
+from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget, lengths_request
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
+from service.api.schemas.traffic import PlanTrafficIn
 from service.engine.precision import Precision
 from service.services.planning import PlanningService, PlanSpec, list_workloads
+from service.services.traffic import TrafficRequest, slo_pairs
 
 router = APIRouter(prefix="/v1", tags=["planning"])
 
@@ -61,6 +63,39 @@ def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
         calibration=body.calibration,
         concurrency_levels=body.concurrency_levels,
         max_points=max_points,
+        percentile_slo=slo_pairs(
+            {k: v for k, v in slo.model_dump().items() if k in PERCENTILE_TARGETS}
+        )
+        if slo is not None
+        else (),
+        traffic=plan_traffic(body.traffic, body.requests_per_s),
+        headroom=body.traffic.headroom if body.traffic is not None else 0.2,
+    )
+
+
+PERCENTILE_TARGETS = {
+    f"{metric}_p{level}_max"
+    for metric in ("ttft_ms", "tpot_ms", "e2e_latency_ms")
+    for level in (50, 90, 99)
+}
+
+
+def plan_traffic(traffic: PlanTrafficIn | None, rate: float | None) -> TrafficRequest | None:
+    """Translate a plan's traffic object (its rate is the plan's requests_per_s)."""
+    if traffic is None:
+        return None
+    return TrafficRequest(
+        request_rate_per_s=rate or 1.0,
+        process=traffic.arrival.process,
+        cv=traffic.arrival.cv,
+        input_tokens=lengths_request(traffic.input_tokens),
+        output_tokens=lengths_request(traffic.output_tokens),
+        max_num_batched_tokens=traffic.max_num_batched_tokens,
+        max_running_requests=traffic.max_running_requests,
+        scheduling=traffic.scheduling,
+        num_requests=traffic.num_requests,
+        seed=traffic.seed,
+        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
     )
 
 

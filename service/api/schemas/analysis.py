@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.schemas.common import JSON_INTEGER, Dtype, Slug
+from service.api.schemas.traffic import TrafficIn, TrafficOut
 
 # Limits of one request (api brief): batch sizes, points per sweep, tokens, parallel degrees.
 MAX_BATCH_SIZE = 65_536
@@ -105,10 +106,12 @@ class EstimateRequest(AnalysisRequest):
 
     input_tokens: Tokens
     output_tokens: Tokens
-    batch_sizes: list[BatchSize] = Field(
+    batch_sizes: list[BatchSize] | None = Field(
+        default=None,
         min_length=1,
         max_length=MAX_BATCH_SIZES,
-        description="Static: requests per batch; serving: concurrent requests in flight.",
+        description="Static: requests per batch; serving: concurrent requests in flight. "
+        "Required unless `traffic` is given.",
     )
     mode: Mode = "static"
     price_usd_per_hour: float | None = Field(
@@ -117,6 +120,11 @@ class EstimateRequest(AnalysisRequest):
         ge=0,
         allow_inf_nan=False,
         description="Per-GPU price overriding the catalog's indicative price.",
+    )
+    traffic: TrafficIn | None = Field(
+        default=None,
+        description="Open-loop traffic at a request rate: the answer adds percentiles, the "
+        "saturation rate and, with `traffic.slo`, the goodput (docs/traffic.md).",
     )
 
 
@@ -284,6 +292,9 @@ class EstimateResponse(BaseModel):
     price_usd_per_hour: float | None = Field(description="Per-GPU price used for cost.")
     usd_per_hour: float | None = Field(description="Price of one replica.")
     points: list[PointOut]
+    traffic: TrafficOut | None = Field(
+        default=None, description="Present when the request gave `traffic`."
+    )
 
 
 class ProblemOut(BaseModel):

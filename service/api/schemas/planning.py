@@ -17,6 +17,7 @@ from service.api.schemas.analysis import (
     Tokens,
 )
 from service.api.schemas.common import JSON_INTEGER, Slug
+from service.api.schemas.traffic import PlanTrafficIn, PlanTrafficOut
 from service.engine.workloads import WORKLOADS
 
 MAX_MODELS = 8
@@ -109,6 +110,17 @@ class SloIn(BaseModel):
         description="Judge targets at the upper end of the calibration profile's 80% interval "
         "(point predictions where a profile has no intervals; the answer's notes say so).",
     )
+    # Percentile targets: with requests_per_s, the fleet is sized by simulating open-loop
+    # traffic (docs/traffic.md) and configurations are ranked by the fleet's cost.
+    ttft_ms_p50_max: LatencyMs | None = None
+    ttft_ms_p90_max: LatencyMs | None = None
+    ttft_ms_p99_max: LatencyMs | None = None
+    tpot_ms_p50_max: LatencyMs | None = None
+    tpot_ms_p90_max: LatencyMs | None = None
+    tpot_ms_p99_max: LatencyMs | None = None
+    e2e_latency_ms_p50_max: LatencyMs | None = None
+    e2e_latency_ms_p90_max: LatencyMs | None = None
+    e2e_latency_ms_p99_max: LatencyMs | None = None
 
 
 class PlanRequest(BaseModel):
@@ -179,6 +191,11 @@ class PlanRequest(BaseModel):
         le=1024,
         description="Levels per candidate, up to the memory limit.",
     )
+    traffic: PlanTrafficIn | None = Field(
+        default=None,
+        description="Stream and scheduler of the percentile sizing (default: Poisson arrivals "
+        "of the fixed lengths, the backend's scheduler).",
+    )
 
 
 class PlanWorkloadOut(BaseModel):
@@ -228,6 +245,10 @@ class ConfigurationOut(BaseModel):
     energy_per_token_j: float | None
     memory_gb_per_gpu: float
     calibration: CalibrationOut | None
+    traffic: PlanTrafficOut | None = Field(
+        default=None,
+        description="Percentile targets given: replicas, gpus and usd_per_hour come from it.",
+    )
 
 
 class FrontierPointOut(BaseModel):

@@ -1,0 +1,253 @@
+"""Request and response parts of open-loop traffic in POST /v1/estimates (and /v1/plans)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_REQUEST_RATE_PER_S = 1e6
+MAX_TRAFFIC_TOKENS = 1_048_576
+MIN_SIMULATED_REQUESTS = 100
+MAX_SIMULATED_REQUESTS = 2000
+DEFAULT_SIMULATED_REQUESTS = 600
+
+Rate = Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE_PER_S, allow_inf_nan=False, strict=True)]
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TRAFFIC_TOKENS, strict=True)]
+TokenFloat = Annotated[float, Field(ge=1, le=MAX_TRAFFIC_TOKENS, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+PercentileName = Annotated[str, StringConstraints(pattern=r"^p(?:[1-9][0-9]?)(?:\.[0-9]{1,2})?$")]
+LatencyTarget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Scheduling = Literal["decode_first", "prefill_first"]
+
+
+class ArrivalIn(BaseModel):
+    """How requests arrive: Poisson, or a gamma renewal process with coefficient of variation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    process: Literal["poisson", "gamma"] = "poisson"
+    cv: float | None = Field(
+        default=None,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+        description="Gamma only: standard deviation ÷ mean of the gaps between arrivals (1 is "
+        "Poisson-like, above 1 burstier). vllm bench serve's --burstiness is 1 / cv².",
+    )
+
+
+class HistogramIn(BaseModel):
+    """Lengths uniform within bins; ``shares`` are the bins' probabilities and sum to 1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bin_edges_tokens: list[TokenCount] = Field(min_length=2, max_length=257)
+    shares: list[Share] = Field(min_length=1, max_length=256)
+
+
+class LengthDistributionIn(BaseModel):
+    """A length mix: percentiles (with ``max`` or ``mean`` for the top), or a histogram."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    percentiles: dict[PercentileName, TokenFloat] | None = Field(
+        default=None,
+        max_length=16,
+        description='Tokens at percentile levels, e.g. {"p50": 200, "p90": 800, "p99": 1500}.',
+    )
+    mean: TokenFloat | None = None
+    min: TokenCount = 1
+    max: TokenCount | None = None
+    histogram: HistogramIn | None = None
+
+
+Lengths = TokenCount | LengthDistributionIn
+
+
+class TrafficSloIn(BaseModel):
+    """Percentile targets for the goodput search (milliseconds; leave out what has none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_ms_p50_max: LatencyTarget | None = None
+    ttft_ms_p90_max: LatencyTarget | None = None
+    ttft_ms_p99_max: LatencyTarget | None = None
+    tpot_ms_p50_max: LatencyTarget | None = None
+    tpot_ms_p90_max: LatencyTarget | None = None
+    tpot_ms_p99_max: LatencyTarget | None = None
+    e2e_latency_ms_p50_max: LatencyTarget | None = None
+    e2e_latency_ms_p90_max: LatencyTarget | None = None
+    e2e_latency_ms_p99_max: LatencyTarget | None = None
+
+
+class TrafficIn(BaseModel):
+    """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_rate_per_s: Rate
+    arrival: ArrivalIn = Field(default_factory=ArrivalIn)
+    input_tokens: Lengths | None = Field(
+        default=None,
+        description="Tokens per prompt: a number or a distribution (default: the "
+        "request's input_tokens, fixed).",
+    )
+    output_tokens: Lengths | None = Field(
+        default=None, description="Tokens generated per request (default: output_tokens, fixed)."
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=64,
+        le=MAX_TRAFFIC_TOKENS,
+        strict=True,
+        description="Token budget of one step (chunk size). Default: the backend's (docs).",
+    )
+    max_running_requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_536,
+        strict=True,
+        description="Cap on running requests. Default: the backend's, else the KV-cache limit.",
+    )
+    scheduling: Scheduling | None = Field(
+        default=None, description="decode_first (vLLM, TensorRT-LLM) or prefill_first (SGLang)."
+    )
+    num_requests: int = Field(
+        default=DEFAULT_SIMULATED_REQUESTS,
+        ge=MIN_SIMULATED_REQUESTS,
+        le=MAX_SIMULATED_REQUESTS,
+        strict=True,
+        description="Requests in the simulated stream (more: steadier tails, slower answer).",
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    prefix_cache_hit_rate: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt found in the prefix cache: not prefilled again.",
+    )
+    slo: TrafficSloIn | None = Field(
+        default=None, description="Percentile targets: the answer adds the goodput."
+    )
+
+
+class PlanTrafficIn(BaseModel):
+    """Traffic of a plan: its rate is the plan's requests_per_s, its targets the slo's
+    percentile fields; this object shapes the stream and the scheduler."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arrival: ArrivalIn = Field(default_factory=ArrivalIn)
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=64, le=MAX_TRAFFIC_TOKENS, strict=True
+    )
+    max_running_requests: int | None = Field(default=None, ge=1, le=65_536, strict=True)
+    scheduling: Scheduling | None = None
+    num_requests: int = Field(
+        default=300,
+        ge=MIN_SIMULATED_REQUESTS,
+        le=MAX_SIMULATED_REQUESTS,
+        strict=True,
+        description="Requests per sizing run (fewer than an estimate's 600: a plan runs many).",
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    prefix_cache_hit_rate: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt found in the prefix cache: not prefilled again.",
+    )
+    headroom: float = Field(
+        default=0.2,
+        ge=0,
+        le=4,
+        allow_inf_nan=False,
+        description="Targets must hold at (1 + headroom) × the planned per-replica rate.",
+    )
+
+
+class PercentilesOut(BaseModel):
+    """Mean and percentiles of one per-request metric, milliseconds (null: no sample)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class SchedulerOut(BaseModel):
+    """The scheduler knobs the simulation used."""
+
+    max_num_batched_tokens: int
+    max_running_requests: int
+    scheduling: Scheduling
+    kv_cache_tokens: int = Field(description="Tokens of KV cache beside weights and activations.")
+    defaults_from: str = Field(description="Where knobs left out took their values from.")
+
+
+class GoodputOut(BaseModel):
+    """The largest request rate per replica meeting every target."""
+
+    requests_per_s: float
+    limited_by: Literal["saturation", "slo", "unloaded_latency"]
+    slo: dict[str, float]
+    ttft_ms: PercentilesOut | None
+    tpot_ms: PercentilesOut | None
+    e2e_latency_ms: PercentilesOut | None
+    simulations: int
+
+
+class PlanTrafficOut(BaseModel):
+    """How a configuration's fleet was sized from the percentile targets."""
+
+    requests_per_s_per_replica: float = Field(description="Planned share, headroom included.")
+    headroom: float
+    capacity_requests_per_s: float = Field(description="Closed-loop capacity of one replica.")
+    scheduler: SchedulerOut
+    ttft_ms: PercentilesOut
+    tpot_ms: PercentilesOut
+    e2e_latency_ms: PercentilesOut
+    usd_per_million_tokens_at_rate: float | None = Field(
+        description="Fleet price over the tokens of requests_per_s (input + output)."
+    )
+    simulations: int
+
+
+class TrafficOut(BaseModel):
+    """What an open-loop stream sees on one replica."""
+
+    request_rate_per_s: float
+    arrival: ArrivalIn
+    mean_input_tokens: float
+    mean_output_tokens: float
+    prefix_cache_hit_rate: float
+    scheduler: SchedulerOut
+    ttft_ms: PercentilesOut
+    tpot_ms: PercentilesOut = Field(
+        description="Per request (e2e − TTFT) / (output tokens − 1), as benchmark clients do."
+    )
+    e2e_latency_ms: PercentilesOut
+    queue_wait_ms: PercentilesOut = Field(
+        description="Arrival to the step that runs the request's first prompt chunk."
+    )
+    achieved_requests_per_s: float
+    output_tokens_per_s: float
+    utilization: float = Field(description="Share of time the replica runs steps.")
+    saturation_requests_per_s: float = Field(
+        description="Requests/s the replica completes with a full queue."
+    )
+    load_factor: float = Field(description="request_rate_per_s ÷ saturation_requests_per_s.")
+    saturated: bool = Field(description="True when the replica cannot keep up with the rate.")
+    overload_factor: float | None = Field(
+        description="When saturated: how many times more than it can sustain is offered."
+    )
+    message: str | None
+    simulated_requests: int
+    measured_requests: int
+    peak_running_requests: int
+    goodput: GoodputOut | None = None

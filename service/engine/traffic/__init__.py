@@ -1,0 +1,1 @@
+"""Open-loop traffic: request arrivals and length mixes served by continuous batching."""

@@ -1,0 +1,224 @@
+"""Serving-step times from the engine's cost model, tabulated once and interpolated per step.
+
+A step of continuous batching runs R decode tokens (context c each on average) and prefill
+pieces (p_j new prompt tokens after q_j already prefilled). The engine's ``step_cost`` of that
+step splits exactly into parts that each depend on few numbers:
+
+    step = body(T) + lm_head(L) + overhead(L) + decode_attention(R, c)
+           + Σ_j prefill_attention(p_j, q_j)
+
+with T = R + Σ p_j tokens through the GEMMs, collectives and gathers, and L = R + n pieces
+(one logit row per sequence). Decode attention of R equal sequences is R · a(c) + one kernel
+latency (per-sequence bytes and FLOPs, one launch); prefill pieces run as one variable-length
+kernel, so n pieces pay the launch once. Each part is tabulated on a geometric grid from one
+vectorised engine call and interpolated linearly; ``tests/engine/test_traffic_model.py``
+checks the sum against ``step_cost`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray
+from service.engine.operators import ATTENTION, AttentionGroup, StepCost, step_cost
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+
+GRID_POINTS = 96  # per axis of the 1-D tables (step ratio ≈ 1.1 up to 8k tokens)
+PREFILL_GRID_POINTS = 40  # per axis of the prefill-attention table
+CONTEXT_CELLS = 2048  # uniform cells of the decode-attention context axis
+PREFILL_CELLS = 128  # uniform cells per axis of the prefill-attention table
+
+
+def _grid(top: float, points: int, *, zero: bool = False) -> list[float]:
+    """Return 1, 2, … 8 then geometric up to ``top`` (whole tokens), with 0 first if asked."""
+    top = max(float(top), 1.0)
+    small = [float(x) for x in range(1, 9) if x < top]
+    geometric = np.unique(np.round(np.geomspace(max(len(small), 1), top, points)))
+    values = sorted({*small, *geometric.tolist(), top})
+    return [0.0, *values] if zero else values
+
+
+@dataclass(frozen=True, slots=True)
+class StepTable:
+    """Step parts resampled onto uniform grids, so that a step costs a few list look-ups.
+
+    ``tokens_s[T]``: body at T tokens; ``rows_s[L]``: LM head + overhead at L rows (whole
+    numbers, exact at the engine's grid points, linear between them). Decode attention per
+    sequence is on a uniform context grid of ``context_step`` tokens; prefill attention of one
+    piece on a uniform (new, past) grid of ``new_step`` × ``past_step`` tokens (bilinear).
+    """
+
+    tokens_s: tuple[float, ...]
+    rows_s: tuple[float, ...]
+    context_step: float
+    decode_attention_s: tuple[float, ...]  # a(c) at c = i · context_step, launch excluded
+    attention_launch_s: float
+    new_step: float
+    past_step: float
+    prefill_columns: int
+    prefill_attention_s: tuple[float, ...]  # row-major [past index][new index], launch excluded
+
+    def decode_attention(self, sequences: float, context_sum: float) -> float:
+        """Return R · a(mean context) + one launch (0 without sequences)."""
+        if sequences <= 0:
+            return 0.0
+        table = self.decode_attention_s
+        x = context_sum / sequences / self.context_step
+        i = min(int(x), len(table) - 2)
+        low = table[i]
+        return sequences * (low + (table[i + 1] - low) * (x - i)) + self.attention_launch_s
+
+    def prefill_attention(self, new_tokens: float, past_tokens: float) -> float:
+        """Return one prefill piece's attention without its launch (bilinear in new, past)."""
+        table, width = self.prefill_attention_s, self.prefill_columns
+        x = new_tokens / self.new_step
+        y = past_tokens / self.past_step
+        j = min(int(x), width - 2)
+        i = min(int(y), len(table) // width - 2)
+        fx, fy = x - j, y - i
+        k = i * width + j
+        a = table[k] + (table[k + 1] - table[k]) * fx
+        b = table[k + width] + (table[k + width + 1] - table[k + width]) * fx
+        return a + (b - a) * fy
+
+    def decode_s(self, sequences: int, context_sum: float) -> float:
+        """Return the time of a decode-only step of ``sequences`` at total context."""
+        table = self.decode_attention_s
+        x = context_sum / sequences / self.context_step
+        i = int(x)
+        if i > len(table) - 2:
+            i = len(table) - 2
+        low = table[i]
+        return (
+            self.tokens_s[sequences]
+            + self.rows_s[sequences]
+            + sequences * (low + (table[i + 1] - low) * (x - i))
+            + self.attention_launch_s
+        )
+
+    def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
+        """Return a decode-only step's time and its growth per further step.
+
+        Each step adds one token to every sequence's context: the mean context grows by one,
+        so the step grows by R · a'(c) (a is linear within a grid cell).
+        """
+        table = self.decode_attention_s
+        x = context_sum / sequences / self.context_step
+        i = int(x)
+        if i > len(table) - 2:
+            i = len(table) - 2
+        low = table[i]
+        rise = table[i + 1] - low
+        time_s = (
+            self.tokens_s[sequences]
+            + self.rows_s[sequences]
+            + sequences * (low + rise * (x - i))
+            + self.attention_launch_s
+        )
+        return time_s, sequences * rise / self.context_step
+
+    def step_s(
+        self, decode_sequences: float, context_sum: float, pieces: Sequence[tuple[float, float]]
+    ) -> float:
+        """Return the time of one step: R decodes at total context, and (new, past) pieces."""
+        tokens = int(decode_sequences)
+        for new, _ in pieces:
+            tokens += int(new)
+        if tokens <= 0:
+            return 0.0
+        total = self.tokens_s[tokens] + self.rows_s[int(decode_sequences) + len(pieces)]
+        if decode_sequences > 0:
+            total += self.decode_attention(decode_sequences, context_sum)
+        if pieces:
+            total += self.attention_launch_s
+            for new, past in pieces:
+                total += self.prefill_attention(new, past)
+        return total
+
+
+def _row_time(step: StepCost, name: str | None = None, kind: str | None = None) -> FloatArray:
+    total = np.zeros(np.shape(step.overhead_s))
+    for row in step.rows:
+        if (name is not None and row.name == name) or (kind is not None and row.kind == kind):
+            total = total + row.time_s
+    return total
+
+
+def build_step_table(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    params: EfficiencyParams,
+    max_step_tokens: float,
+    max_context_tokens: float,
+    max_prompt_tokens: float,
+) -> StepTable:
+    """Tabulate a step's parts from the engine (three vectorised ``step_cost`` calls)."""
+
+    def cost(groups: list[AttentionGroup]) -> StepCost:
+        return step_cost(
+            model,
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            groups=groups,
+            params=params,
+            phase="traffic",
+        )
+
+    tokens = _grid(max_step_tokens + 1, GRID_POINTS)
+    t = np.asarray(tokens)
+    # T sequences of one token with nothing cached: everything but attention scales with T.
+    flat = cost([AttentionGroup.of(t, 1.0, 0.0)])
+    lm_head = _row_time(flat, name="lm_head")
+    body = flat.total.time_s - _row_time(flat, kind=ATTENTION) - lm_head
+    # Decode attention: one and two sequences at each context give a(c) and the launch.
+    contexts = np.asarray(_grid(max_context_tokens + 1, GRID_POINTS))
+    n = contexts.size
+    both = cost([AttentionGroup.of(np.repeat([1.0, 2.0], n), 1.0, np.tile(contexts, 2))])
+    attention = _row_time(both, kind=ATTENTION)
+    one, two = attention[:n], attention[n:]
+    launch = float(np.median(2.0 * one - two))
+    # Prefill attention of one piece over a (new, past) grid.
+    news = np.asarray(_grid(max_step_tokens, PREFILL_GRID_POINTS))
+    pasts = np.asarray(_grid(max(max_prompt_tokens - 1.0, 1.0), PREFILL_GRID_POINTS, zero=True))
+    new_mesh, past_mesh = np.meshgrid(news, pasts)
+    pre = cost([AttentionGroup.of(1.0, new_mesh.ravel(), past_mesh.ravel())])
+    prefill = (_row_time(pre, kind=ATTENTION) - launch).reshape(new_mesh.shape)
+    # Resample onto uniform grids (whole tokens and rows; fixed steps for contexts and pieces).
+    whole = np.arange(int(np.ceil(t[-1])) + 1, dtype=np.float64)
+    context_step = max(float(contexts[-1]) / CONTEXT_CELLS, 1.0)
+    context_points = np.arange(CONTEXT_CELLS + 2) * context_step
+    new_step = max(float(news[-1]) / PREFILL_CELLS, 1.0)
+    past_step = max(float(pasts[-1]) / PREFILL_CELLS, 1.0)
+    new_points = np.arange(PREFILL_CELLS + 2) * new_step
+    past_points = np.arange(PREFILL_CELLS + 2) * past_step
+    along_new = np.stack([_resample(news, row, new_points) for row in prefill])
+    fine = np.stack([_resample(pasts, col, past_points) for col in along_new.T]).T
+    return StepTable(
+        tokens_s=tuple(_resample(t, body, whole).tolist()),
+        rows_s=tuple(_resample(t, lm_head + np.asarray(flat.overhead_s), whole).tolist()),
+        context_step=context_step,
+        decode_attention_s=tuple(_resample(contexts, one - launch, context_points).tolist()),
+        attention_launch_s=launch,
+        new_step=new_step,
+        past_step=past_step,
+        prefill_columns=PREFILL_CELLS + 2,
+        prefill_attention_s=tuple(fine.ravel().tolist()),
+    )
+
+
+def _resample(grid: npt.ArrayLike, values: npt.ArrayLike, points: npt.ArrayLike) -> FloatArray:
+    """Linear interpolation on the engine's grid (held constant beyond its ends)."""
+    x, xp, fp = (np.asarray(a, dtype=np.float64) for a in (points, grid, values))
+    return np.asarray(np.interp(x, xp, fp), dtype=np.float64)

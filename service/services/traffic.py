@@ -1,0 +1,393 @@
+"""Open-loop traffic use case: turn a traffic request into engine terms, simulate, shape.
+
+Replicas (tabulated step costs and KV sizing) and saturation rates are memoised per process:
+a dashboard moving a rate slider, or a goodput search after an estimate, reuses them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from service.engine.efficiency import EfficiencyParams
+from service.engine.errors import EngineError
+from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
+from service.engine.precision import Precision
+from service.engine.shapes import ModelShape
+from service.engine.traffic.backends import scheduler_defaults
+from service.engine.traffic.lengths import LengthDistribution, LengthError
+from service.engine.traffic.model import (
+    GoodputResult,
+    Percentiles,
+    Replica,
+    SloTarget,
+    TrafficResult,
+    TrafficSpec,
+    closed_loop_capacity,
+    scheduler_config,
+)
+from service.services.errors import FieldError
+
+CACHE_ENTRIES = 64
+_PERCENTILE = re.compile(r"^p(\d{1,2}(?:\.\d{1,2})?)$")
+_SLO = re.compile(r"^(ttft_ms|tpot_ms|e2e_latency_ms)_p(50|90|99)_max$")
+
+
+@dataclass(frozen=True, slots=True)
+class LengthRequest:
+    """A length mix as sent: percentiles (name → tokens) with top, or a histogram."""
+
+    percentiles: tuple[tuple[str, float], ...] = ()
+    mean: float | None = None
+    minimum: int = 1
+    maximum: int | None = None
+    bin_edges_tokens: tuple[int, ...] = ()
+    shares: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficRequest:
+    """The traffic part of an estimate or plan in service terms (hashable)."""
+
+    request_rate_per_s: float
+    process: str = "poisson"
+    cv: float | None = None
+    input_tokens: int | LengthRequest | None = None
+    output_tokens: int | LengthRequest | None = None
+    max_num_batched_tokens: int | None = None
+    max_running_requests: int | None = None
+    scheduling: str | None = None
+    num_requests: int = 600
+    seed: int = 0
+    prefix_cache_hit_rate: float = 0.0
+    slo: tuple[tuple[str, float], ...] = field(default=())
+
+
+def length_distribution(value: int | LengthRequest, name: str) -> LengthDistribution:
+    """Build a distribution; FieldError names the offending part under ``name``."""
+    try:
+        if isinstance(value, int):
+            return LengthDistribution.fixed(value)
+        if value.bin_edges_tokens or value.shares:
+            if value.percentiles or value.mean is not None or value.maximum is not None:
+                raise FieldError(name, "give either a histogram or percentiles, not both")
+            return LengthDistribution.from_histogram(
+                tuple(float(e) for e in value.bin_edges_tokens), value.shares
+            )
+        if not value.percentiles:
+            raise FieldError(name, "give percentiles (with max or mean), or a histogram")
+        levels: dict[float, float] = {}
+        for key, tokens in value.percentiles:
+            match = _PERCENTILE.match(key)
+            if match is None or not 0 < float(match.group(1)) < 100:
+                raise FieldError(f"{name}.percentiles.{key}", "levels are p1 … p99.99")
+            levels[float(match.group(1)) / 100.0] = float(tokens)
+        return LengthDistribution.from_percentiles(
+            levels, minimum=float(value.minimum), maximum=value.maximum, mean=value.mean
+        )
+    except LengthError as exc:
+        part = {"tokens": "", "min": ".min", "max": ".max", "mean": ".mean"}.get(
+            exc.field, f".{exc.field}"
+        )
+        raise FieldError(f"{name}{part}", exc.message) from exc
+
+
+def slo_targets(slo: tuple[tuple[str, float], ...]) -> tuple[SloTarget, ...]:
+    """Turn ``ttft_ms_p90_max``-style names into engine targets."""
+    targets = []
+    for name, value in slo:
+        match = _SLO.match(name)
+        if match is None:
+            raise FieldError(f"traffic.slo.{name}", "unknown target")
+        targets.append(SloTarget(match.group(1), float(match.group(2)), float(value)))
+    return tuple(targets)
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Memo:
+    """A small thread-safe LRU of computed values."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[Hashable, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], V]) -> V:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]  # type: ignore[no-any-return]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+_REPLICAS = _Memo(CACHE_ENTRIES)
+_SATURATION = _Memo(4 * CACHE_ENTRIES)
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What a replica is: model, accelerator, numerics, layout, parameters, backend."""
+
+    model: ModelShape
+    accelerator: Accelerator
+    precision: Precision
+    parallelism: Parallelism
+    params: EfficiencyParams
+    backend: str | None
+
+    def key(self) -> tuple[Any, ...]:
+        return (
+            self.model,
+            repr(self.accelerator),
+            self.precision,
+            self.parallelism,
+            self.params,
+            self.backend,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A traffic request resolved against a deployment: spec, targets, replica and sources."""
+
+    spec: TrafficSpec
+    targets: tuple[SloTarget, ...]
+    replica: Replica
+    defaults_from: str
+    replica_key: tuple[Any, ...]
+
+
+def traffic_spec(
+    deployment: Deployment,
+    request: TrafficRequest,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+) -> tuple[TrafficSpec, tuple[SloTarget, ...], str]:
+    """Fill defaults from the backend and build the stream: spec, targets, defaults source."""
+    inputs = length_distribution(
+        request.input_tokens if request.input_tokens is not None else input_tokens,
+        "traffic.input_tokens",
+    )
+    outputs = length_distribution(
+        request.output_tokens if request.output_tokens is not None else output_tokens,
+        "traffic.output_tokens",
+    )
+    if request.process == "poisson" and request.cv not in (None, 1.0):
+        raise FieldError("traffic.arrival.cv", "cv applies to gamma arrivals (Poisson has cv 1)")
+    defaults = scheduler_defaults(deployment.backend, deployment.accelerator)
+    chunk = request.max_num_batched_tokens or defaults.max_num_batched_tokens
+    running = request.max_running_requests or defaults.max_running_requests
+    scheduling = request.scheduling or defaults.scheduling
+    if running is not None and running > chunk:
+        raise FieldError(
+            "traffic.max_running_requests",
+            f"must not exceed max_num_batched_tokens ({chunk}): every running request decodes "
+            "one token per step",
+        )
+    given = (request.max_num_batched_tokens, request.max_running_requests, request.scheduling)
+    source = "request" if all(v is not None for v in given) else defaults.source
+    spec = TrafficSpec(
+        request_rate_per_s=request.request_rate_per_s,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        arrival_process=request.process,
+        arrival_cv=request.cv if request.cv is not None else 1.0,
+        max_num_batched_tokens=chunk,
+        max_running_requests=running,
+        scheduling=scheduling,
+        num_requests=request.num_requests,
+        seed=request.seed,
+        prefix_cache_hit_rate=request.prefix_cache_hit_rate,
+    )
+    try:
+        spec.validate()
+    except EngineError as exc:
+        raise FieldError("traffic", str(exc)) from exc
+    return spec, slo_targets(request.slo), source
+
+
+def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tuple[Any, ...]]:
+    """Return the deployment's replica for the stream's knobs and longest request (memoised)."""
+    d = deployment
+    longest_in, longest_out = spec.input_tokens.max_tokens, spec.output_tokens.max_tokens
+    chunk, running = spec.max_num_batched_tokens, spec.max_running_requests
+    key = (d.key(), chunk, running, spec.scheduling, longest_in, longest_out)
+
+    def make() -> Replica:
+        return Replica.prepare(
+            d.model,
+            d.accelerator,
+            precision=d.precision,
+            parallelism=d.parallelism,
+            params=d.params,
+            max_num_batched_tokens=chunk,
+            max_running_requests=running,
+            scheduling=spec.scheduling,
+            max_input_tokens=longest_in,
+            max_output_tokens=longest_out,
+        )
+
+    try:
+        return _REPLICAS.get(key, make), key
+    except EngineError as exc:
+        raise FieldError("traffic", str(exc)) from exc
+
+
+def capacity(deployment: Deployment, spec: TrafficSpec) -> float:
+    """Return the closed-loop capacity without tabulating step costs (for plan bounds)."""
+    d = deployment
+    config = scheduler_config(
+        d.model,
+        d.accelerator,
+        precision=d.precision,
+        parallelism=d.parallelism,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        max_running_requests=spec.max_running_requests,
+        scheduling=spec.scheduling,
+    )
+    return closed_loop_capacity(
+        d.model,
+        d.accelerator,
+        precision=d.precision,
+        parallelism=d.parallelism,
+        params=d.params,
+        config=config,
+        mean_input_tokens=spec.input_tokens.mean,
+        mean_output_tokens=spec.output_tokens.mean,
+    )
+
+
+def prepare(
+    deployment: Deployment,
+    request: TrafficRequest,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+) -> Prepared:
+    """Fill defaults from the backend, build the distributions, prepare (or reuse) a replica."""
+    spec, targets, source = traffic_spec(
+        deployment, request, input_tokens=input_tokens, output_tokens=output_tokens
+    )
+    replica, key = replica_for(deployment, spec)
+    return Prepared(spec, targets, replica, source, key)
+
+
+def saturation(prepared: Prepared) -> float:
+    """Return the replica's capacity for the stream (``Replica.capacity``; memoised)."""
+    spec = prepared.spec
+    key = (
+        prepared.replica_key,
+        spec.input_tokens,
+        spec.output_tokens,
+        spec.arrival_process,
+        spec.arrival_cv,
+        spec.num_requests,
+        spec.seed,
+        spec.max_num_batched_tokens,
+    )
+    return _SATURATION.get(key, lambda: prepared.replica.capacity(spec))
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def percentiles_dict(p: Percentiles) -> dict[str, float | None]:
+    return {
+        "mean": _finite(p.mean),
+        "p50": _finite(p.p50),
+        "p90": _finite(p.p90),
+        "p99": _finite(p.p99),
+    }
+
+
+def goodput_dict(found: GoodputResult, targets: tuple[SloTarget, ...]) -> dict[str, Any]:
+    at = found.at_goodput
+    return {
+        "requests_per_s": found.requests_per_s,
+        "limited_by": found.limited_by,
+        "slo": {t.name: t.max_ms for t in targets},
+        "ttft_ms": percentiles_dict(at.ttft_ms) if at else None,
+        "tpot_ms": percentiles_dict(at.tpot_ms) if at else None,
+        "e2e_latency_ms": percentiles_dict(at.e2e_latency_ms) if at else None,
+        "simulations": found.simulations,
+    }
+
+
+def scheduler_dict(replica: Replica, defaults_from: str) -> dict[str, Any]:
+    config = replica.config
+    return {
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "max_running_requests": config.max_running,
+        "scheduling": config.policy,
+        "kv_cache_tokens": int(config.kv_capacity_tokens),
+        "defaults_from": defaults_from,
+    }
+
+
+def run_traffic(prepared: Prepared) -> dict[str, Any]:
+    """Simulate the stream (and the goodput search when targets are given): the JSON answer."""
+    spec, replica = prepared.spec, prepared.replica
+    try:
+        result: TrafficResult = replica.run(spec)
+        rate_max = saturation(prepared)
+        found = replica.goodput(spec, prepared.targets) if prepared.targets else None
+    except EngineError as exc:
+        raise FieldError("traffic", str(exc)) from exc
+    load = spec.request_rate_per_s / rate_max
+    saturated = load > 1.0
+    message = None
+    if saturated:
+        message = (
+            f"the replica cannot keep up: {spec.request_rate_per_s:g} requests/s offered, "
+            f"about {rate_max:.3g} sustainable ({load:.2f}× its capacity); queues and latencies "
+            "grow without bound, and the percentiles shown depend on the simulated stream's "
+            "length"
+        )
+    return {
+        "request_rate_per_s": spec.request_rate_per_s,
+        "arrival": {
+            "process": spec.arrival_process,
+            "cv": spec.arrival_cv,
+        },
+        "mean_input_tokens": spec.input_tokens.mean,
+        "mean_output_tokens": spec.output_tokens.mean,
+        "prefix_cache_hit_rate": spec.prefix_cache_hit_rate,
+        "scheduler": scheduler_dict(replica, prepared.defaults_from),
+        "ttft_ms": percentiles_dict(result.ttft_ms),
+        "tpot_ms": percentiles_dict(result.tpot_ms),
+        "e2e_latency_ms": percentiles_dict(result.e2e_latency_ms),
+        "queue_wait_ms": percentiles_dict(result.queue_wait_ms),
+        "achieved_requests_per_s": result.achieved_requests_per_s,
+        "output_tokens_per_s": result.output_tokens_per_s,
+        "utilization": result.utilization,
+        "saturation_requests_per_s": rate_max,
+        "load_factor": load,
+        "saturated": saturated,
+        "overload_factor": load if saturated else None,
+        "message": message,
+        "simulated_requests": result.simulated_requests,
+        "measured_requests": result.measured_requests,
+        "peak_running_requests": result.peak_running_requests,
+        "goodput": goodput_dict(found, prepared.targets) if found else None,
+    }
+
+
+def slo_pairs(values: Mapping[str, float | None]) -> tuple[tuple[str, float], ...]:
+    """Return the targets that are set, as sorted (name, value) pairs."""
+    return tuple(sorted((k, float(v)) for k, v in values.items() if v is not None))
