@@ -586,7 +586,7 @@ class AnalysisService:
             model,
             accelerator.id,
             result,
-            weights_dtype=target.precision.weights,
+            weights_dtype=result.precision.weights,  # native resolved by the engine
             backend=target.backend,
         )
 
