@@ -403,7 +403,10 @@ class AnalysisService:
             precision=target.precision,
             parallelism=target.parallelism,
             params=reach_params(
-                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+                resolved.profile,
+                resolved.params,
+                gpus=target.parallelism.gpus_per_replica,
+                backend=target.backend,
             ),
         )
         return {
@@ -522,7 +525,10 @@ class AnalysisService:
             batch_sizes=[np.asarray(b, dtype=np.float64) for b in batch_sizes],
             mode=first.mode,
             params=reach_params(
-                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+                resolved.profile,
+                resolved.params,
+                gpus=target.parallelism.gpus_per_replica,
+                backend=target.backend,
             ),
             prices_usd_per_hour=[first.price_usd_per_hour] * len(groups),
         )
@@ -560,7 +566,10 @@ class AnalysisService:
             batch_sizes=np.asarray(batch_sizes, dtype=np.float64),
             mode=first.mode,
             params=reach_params(
-                resolved.profile, resolved.params, gpus=target.parallelism.gpus_per_replica
+                resolved.profile,
+                resolved.params,
+                gpus=target.parallelism.gpus_per_replica,
+                backend=target.backend,
             ),
             price_usd_per_hour=first.price_usd_per_hour,
         )

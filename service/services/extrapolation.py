@@ -53,7 +53,11 @@ def request_extrapolation(
 
 
 def reach_params(
-    profile: Mapping[str, Any] | None, params: EfficiencyParams, *, gpus: float
+    profile: Mapping[str, Any] | None,
+    params: EfficiencyParams,
+    *,
+    gpus: float,
+    backend: str | None = None,
 ) -> EfficiencyParams:
     """The profile's parameters for a request on ``gpus`` GPUs (``reach.within_reach``)."""
     if profile is None or profile.get("domain") is None:
@@ -61,4 +65,5 @@ def reach_params(
     priors = {
         k: Prior(float(p["mean"]), float(p["sd"])) for k, p in profile.get("priors", {}).items()
     }
-    return within_reach(params, priors, Domain.from_dict(profile["domain"]), gpus=gpus)
+    domain = Domain.from_dict(profile["domain"])
+    return within_reach(params, priors, domain, gpus=gpus, backend=backend)

@@ -199,3 +199,19 @@ def test_decode_attention_kernel_is_the_estimates_formula() -> None:
         kv_dtype="bf16", accelerator=H100, params=DEFAULT_EFFICIENCY,
     )  # fmt: skip
     assert attention.time_ms == pytest.approx(model.num_layers * float(kernel_s) * 1e3, rel=1e-9)
+
+
+def test_another_backend_takes_its_own_priors_not_other_engines_fits() -> None:
+    from service.engine.calibration.reach import within_reach
+
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")  # trtllm only
+    fitted = DEFAULT_EFFICIENCY.replace(step_overhead_us=123.0, admission_wait_steps=30.0)
+    priors = {n: BACKEND_PRIORS["trtllm"][n] for n in TRUE}
+    same = within_reach(fitted, priors, domain, gpus=2.0, backend="trtllm")
+    assert same == fitted
+    other = within_reach(fitted, priors, domain, gpus=2.0, backend="vllm")
+    for name in TRUE:
+        if name in HARNESS_TERMS:  # the load generator's terms stay with the load pattern
+            assert getattr(other, name) == getattr(fitted, name)
+        else:
+            assert getattr(other, name) == BACKEND_PRIORS["vllm"][name].mean

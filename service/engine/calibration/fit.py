@@ -147,14 +147,14 @@ class CalibrationResult:
     ) -> RunPredictions:
         """Predict the measured metrics of end-to-end runs on ``accelerator`` with this profile.
 
-        As estimates do: per GPU count, range-bound parameters within their reach (reach.py).
+        As estimates do: per GPU count and backend, parameters within their reach (reach.py).
         """
-        by_gpus: dict[int, list[int]] = {}
+        by_layout: dict[tuple[int, str | None], list[int]] = {}
         for i, r in enumerate(runs):
-            by_gpus.setdefault(r.tp * r.pp, []).append(i)
+            by_layout.setdefault((r.tp * r.pp, r.backend), []).append(i)
         parts = []
-        for gpus, idx in by_gpus.items():
-            params = self.params_for(gpus=float(gpus))
+        for (gpus, backend), idx in by_layout.items():
+            params = self.params_for(gpus=float(gpus), backend=backend)
             got = e2e.predict_runs([runs[i] for i in idx], accelerator, models, params)
             parts.append(replace(got, run=np.asarray(idx, dtype=np.intp)[got.run]))
         if not parts:
@@ -168,9 +168,9 @@ class CalibrationResult:
             measured=np.concatenate([p.measured for p in parts])[order],
         )
 
-    def params_for(self, *, gpus: float) -> EfficiencyParams:
+    def params_for(self, *, gpus: float, backend: str | None = None) -> EfficiencyParams:
         """The efficiencies an estimate on ``gpus`` GPUs uses (``reach.within_reach``)."""
-        return within_reach(self.efficiency, self.priors, self.domain, gpus=gpus)
+        return within_reach(self.efficiency, self.priors, self.domain, gpus=gpus, backend=backend)
 
     def quantiles(self, metric: str) -> ResidualQuantiles:
         """Held-out residual quantiles of ``metric`` (e.g. ``serving.tpot_ms``)."""

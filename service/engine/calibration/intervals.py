@@ -124,21 +124,24 @@ def spread_sigma(
 # it (one model, one mode, ...): the medians over held-out groups that benchmarks/accuracy.py
 # measures on the shipped data (accuracy.md section 11a: each group's held-out residuals
 # against its training fit's in-domain band, same formula as ``extra_spread``; model from the
-# leave-one-model-out protocols, mode from static <-> serving, concurrency and GPU count per
-# doubling from the concurrency-range and hold-out-TP protocols).
+# leave-one-model-out protocols, backend from its group fitted on other engines (one group),
+# mode from static <-> serving, concurrency and GPU count per doubling from the
+# concurrency-range and hold-out-TP protocols).
 def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread:
     return ExtrapolationSpread(log_sigma, per_doubling, 0)
 
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.081),
+        "model": _spread(0.071),
+        "backend": _spread(0.151),
         "mode": _spread(0.147),
         "concurrency": _spread(0.033, per_doubling=True),
         "gpus": _spread(0.096, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(0.976),
+        "model": _spread(1.030),
+        "backend": _spread(0.429),
         "mode": _spread(1.847),
         "concurrency": _spread(0.216, per_doubling=True),
         "gpus": _spread(0.311, per_doubling=True),

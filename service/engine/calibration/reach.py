@@ -11,6 +11,11 @@ prior by half per doubling outside the fitted range:
 
 The halving per doubling is a chosen rate (not fitted); a request inside the range keeps the
 fitted value exactly.
+
+Engine overheads are properties of one serving engine: for a request naming a backend the
+profile was not fitted on, they take that backend's prior (``priors.py``) instead of values
+fitted on other engines. The closed-loop harness terms describe the load generator, not the
+engine, and are kept.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from service.engine.calibration.domain import Domain, doublings_outside
-from service.engine.calibration.priors import Prior
-from service.engine.efficiency import EfficiencyParams
+from service.engine.calibration.priors import Prior, priors_for
+from service.engine.efficiency import HARNESS_TERMS, EfficiencyParams
 
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
@@ -34,10 +39,15 @@ def within_reach(
     domain: Domain | None,
     *,
     gpus: float,
+    backend: str | None = None,
 ) -> EfficiencyParams:
     """``params`` with each range-bound parameter moved toward its prior outside its evidence."""
     if domain is None or domain.empty:
         return params
+    if backend and domain.backends and backend not in domain.backends:
+        own = priors_for(backend)
+        engine = [n for n in priors if n in own and n not in HARNESS_TERMS]
+        return params.replace(**{name: own[name].mean for name in engine})
     features = {"gpus": gpus}
     changes: dict[str, float] = {}
     for name, dimension in REACH.items():
