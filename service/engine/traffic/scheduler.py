@@ -234,7 +234,8 @@ def simulate(
                 prefilling.popleft()
             if decoders:
                 counter += 1
-                retire(now)
+                if decoding[0][0] <= counter:
+                    retire(now)
             for r in completed:
                 first[r] = now
                 if output_tokens[r] <= 1:
@@ -266,7 +267,8 @@ def simulate(
             busy += leap
             steps += k
             counter += k
-            retire(now)
+            if decoding[0][0] <= counter:
+                retire(now)
             continue
         if stepped:  # idle before a client's first step: it arrives now
             steps = max(steps, stepped[0][0])
