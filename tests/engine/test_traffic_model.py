@@ -320,3 +320,14 @@ def test_speculative_decoding_gains_tokens_per_verify_step() -> None:
     assert result.tpot_ms.p50 == pytest.approx(136 * verify_s * 1e3 / 255, rel=0.01)
     plain = _replica(1024, 256).run(spec)
     assert result.tpot_ms.p50 < 0.7 * plain.tpot_ms.p50
+
+
+def test_goodput_never_exceeds_what_the_full_queue_sustains() -> None:
+    """Targets so loose that a short stream beyond saturation meets them: the goodput is the
+    simulated saturation rate, limited by it."""
+    replica = _replica(1024, 256)
+    spec = _fixed(1024, 256, 1.0)
+    loose = [SloTarget("ttft_ms", 90.0, 1e9), SloTarget("tpot_ms", 99.0, 1e9)]
+    found = replica.goodput(spec, loose)
+    assert found.limited_by == "saturation"
+    assert found.requests_per_s == pytest.approx(replica.saturation(spec))

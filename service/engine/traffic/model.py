@@ -374,7 +374,7 @@ class Replica:
         high = GOODPUT_CEILING * capacity * self.config.tokens_per_decode_step
         top = probe(high)
         if top is not None:
-            return GoodputResult(high, capacity, "saturation", top, runs)
+            return self._within_saturation(spec, high, top, capacity, runs, "saturation")
         low = capacity * GOODPUT_FLOOR_SHARE
         best = probe(low)
         if best is None:
@@ -387,7 +387,30 @@ class Replica:
             else:
                 low, best = middle, found
         limited = "saturation" if low >= SATURATION_SHARE * capacity else "slo"
-        return GoodputResult(low, capacity, limited, best, runs)
+        return self._within_saturation(spec, low, best, capacity, runs, limited)
+
+    def _within_saturation(
+        self,
+        spec: TrafficSpec,
+        rate: float,
+        result: TrafficResult,
+        capacity: float,
+        runs: int,
+        limited: str,
+    ) -> GoodputResult:
+        """Cap a goodput above the capacity at what the simulated full queue sustains.
+
+        A finite stream beyond saturation can still meet loose targets (its queue has not
+        grown enough yet); no rate above the saturation rate is sustainable, so it is capped.
+        """
+        if rate <= capacity:
+            return GoodputResult(rate, capacity, limited, result, runs)
+        ceiling = self.saturation(spec)
+        if rate <= ceiling:
+            return GoodputResult(rate, capacity, limited, result, runs)
+        unit, inputs, outputs = self._stream(spec)
+        at = self._run_at(ceiling, unit, inputs, outputs, self.cached_tokens(spec, inputs))
+        return GoodputResult(ceiling, capacity, "saturation", at, runs + 1)
 
 
 def closed_loop_capacity(
