@@ -66,6 +66,8 @@ class TrafficRequest:
     num_requests: int = 600
     seed: int = 0
     prefix_cache_hit_rate: float = 0.0
+    draft_tokens: int = 0
+    acceptance_rate: float = 0.0
     slo: tuple[tuple[str, float], ...] = field(default=())
 
 
@@ -213,6 +215,8 @@ def traffic_spec(
         num_requests=request.num_requests,
         seed=request.seed,
         prefix_cache_hit_rate=request.prefix_cache_hit_rate,
+        draft_tokens=request.draft_tokens,
+        acceptance_rate=request.acceptance_rate,
     )
     try:
         spec.validate()
@@ -226,7 +230,8 @@ def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tup
     d = deployment
     longest_in, longest_out = spec.input_tokens.max_tokens, spec.output_tokens.max_tokens
     chunk, running = spec.max_num_batched_tokens, spec.max_running_requests
-    key = (d.key(), chunk, running, spec.scheduling, longest_in, longest_out)
+    speculation = (spec.draft_tokens, spec.acceptance_rate)
+    key = (d.key(), chunk, running, spec.scheduling, longest_in, longest_out, speculation)
 
     def make() -> Replica:
         return Replica.prepare(
@@ -240,6 +245,8 @@ def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tup
             scheduling=spec.scheduling,
             max_input_tokens=longest_in,
             max_output_tokens=longest_out,
+            draft_tokens=spec.draft_tokens,
+            acceptance_rate=spec.acceptance_rate,
         )
 
     try:
@@ -259,6 +266,8 @@ def capacity(deployment: Deployment, spec: TrafficSpec) -> float:
         max_num_batched_tokens=spec.max_num_batched_tokens,
         max_running_requests=spec.max_running_requests,
         scheduling=spec.scheduling,
+        draft_tokens=spec.draft_tokens,
+        acceptance_rate=spec.acceptance_rate,
     )
     return closed_loop_capacity(
         d.model,
@@ -336,6 +345,8 @@ def scheduler_dict(replica: Replica, defaults_from: str) -> dict[str, Any]:
         "max_running_requests": config.max_running,
         "scheduling": config.policy,
         "kv_cache_tokens": int(config.kv_capacity_tokens),
+        "decode_tokens_per_step": config.decode_tokens_per_step,
+        "tokens_per_decode_step": config.tokens_per_decode_step,
         "defaults_from": defaults_from,
     }
 

@@ -190,3 +190,15 @@ def test_prefix_cache_hits_shorten_ttft(client: TestClient) -> None:
     bad = post(client, body(prefix_cache_hit_rate=1.0))
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "traffic.prefix_cache_hit_rate"
+
+
+def test_speculative_decoding_shortens_tpot(client: TestClient) -> None:
+    plain = post(client, body()).json()["traffic"]
+    fast = post(client, body(speculative={"draft_tokens": 3, "acceptance_rate": 0.7})).json()
+    scheduler = fast["traffic"]["scheduler"]
+    assert scheduler["decode_tokens_per_step"] == 4
+    assert scheduler["tokens_per_decode_step"] == pytest.approx((1 - 0.7**4) / (1 - 0.7))
+    assert fast["traffic"]["tpot_ms"]["p50"] < plain["tpot_ms"]["p50"]
+    bad = post(client, body(speculative={"draft_tokens": 0, "acceptance_rate": 0.7}))
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["field"] == "traffic.speculative.draft_tokens"

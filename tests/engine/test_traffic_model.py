@@ -18,10 +18,24 @@ from service.engine.precision import Precision
 from service.engine.traffic.lengths import LengthDistribution
 from service.engine.traffic.model import Replica, SloTarget, TrafficSpec
 from service.engine.traffic.scheduler import simulate
+from service.engine.traffic.speculative import tokens_per_step
 
 # The closed-loop harness terms of serving.py set to zero: the traffic model never uses them.
 PARAMS = DEFAULT_EFFICIENCY.replace(admission_wait_steps=0.0, prefill_queue_share=0.0)
 PRECISION, LAYOUT = Precision(), Parallelism()
+
+
+def _lm_head_s(rows: float) -> float:
+    step = step_cost(
+        llama_31_8b(),
+        make_h100(),
+        precision=PRECISION,
+        parallelism=LAYOUT,
+        groups=[AttentionGroup.of(rows, 1.0, 0.0)],
+        params=PARAMS,
+        phase="flat",
+    )
+    return float(sum(float(r.time_s) for r in step.rows if r.name == "lm_head"))
 
 
 def _replica(s_in: int, s_out: int, **knobs: object) -> Replica:
@@ -282,3 +296,38 @@ def test_prefix_cache_hits_skip_their_prefill() -> None:
     assert warm.ttft_ms.p50 == pytest.approx(float(half.time_s) * 1e3, rel=0.01)
     assert warm.ttft_ms.p50 < 0.6 * cold.ttft_ms.p50
     assert warm.tpot_ms.p50 == pytest.approx(cold.tpot_ms.p50, rel=1e-6)  # decode unchanged
+
+
+def test_speculative_decoding_gains_tokens_per_verify_step() -> None:
+    """Hand calculation: k = 3 drafts accepted with α = 0.5 give E = (1 − 0.5⁴)/(1 − 0.5) =
+    1.875 tokens per step; 255 tokens after the first take ceil(255/1.875) = 136 verify steps,
+    each a decode step of 4 tokens (4 logit rows) at the mean context 1024 + 1 + 1.875·67.5."""
+    assert tokens_per_step(3, 0.5) == pytest.approx(1.875)
+    assert tokens_per_step(3, 1.0) == 4.0 and tokens_per_step(0, 0.7) == 1.0
+    replica = _replica(1024, 256, draft_tokens=3, acceptance_rate=0.5)
+    spec = _fixed(1024, 256, 0.001, num_requests=20, arrival_process="gamma", arrival_cv=0.01)
+    result = replica.run(spec)
+    verify = step_cost(
+        llama_31_8b(),
+        make_h100(),
+        precision=PRECISION,
+        parallelism=LAYOUT,
+        groups=[AttentionGroup.of(1.0, 4.0, 1025.0 + 1.875 * 67.5)],
+        params=PARAMS,
+        phase="verify",
+    )
+    verify_s = float(verify.time_s) + _lm_head_s(4.0) - _lm_head_s(1.0)
+    assert result.tpot_ms.p50 == pytest.approx(136 * verify_s * 1e3 / 255, rel=0.01)
+    plain = _replica(1024, 256).run(spec)
+    assert result.tpot_ms.p50 < 0.7 * plain.tpot_ms.p50
+
+
+def test_goodput_never_exceeds_what_the_full_queue_sustains() -> None:
+    """Targets so loose that a short stream beyond saturation meets them: the goodput is the
+    simulated saturation rate, limited by it."""
+    replica = _replica(1024, 256)
+    spec = _fixed(1024, 256, 1.0)
+    loose = [SloTarget("ttft_ms", 90.0, 1e9), SloTarget("tpot_ms", 99.0, 1e9)]
+    found = replica.goodput(spec, loose)
+    assert found.limited_by == "saturation"
+    assert found.requests_per_s == pytest.approx(replica.saturation(spec))

@@ -212,6 +212,8 @@ def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
         num_requests=traffic.num_requests,
         seed=traffic.seed,
         prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
+        draft_tokens=traffic.speculative.draft_tokens if traffic.speculative else 0,
+        acceptance_rate=traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
         slo=slo_pairs(traffic.slo.model_dump()) if traffic.slo is not None else (),
     )
 

@@ -96,6 +96,8 @@ def plan_traffic(traffic: PlanTrafficIn | None, rate: float | None) -> TrafficRe
         num_requests=traffic.num_requests,
         seed=traffic.seed,
         prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
+        draft_tokens=traffic.speculative.draft_tokens if traffic.speculative else 0,
+        acceptance_rate=traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
     )
 
 

@@ -37,6 +37,15 @@ class ArrivalIn(BaseModel):
     )
 
 
+class SpeculativeIn(BaseModel):
+    """Speculative decoding: drafted tokens per step and the chance each is accepted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    draft_tokens: int = Field(ge=1, le=16, strict=True)
+    acceptance_rate: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+
 class HistogramIn(BaseModel):
     """Lengths uniform within bins; ``shares`` are the bins' probabilities and sum to 1."""
 
@@ -128,6 +137,11 @@ class TrafficIn(BaseModel):
         allow_inf_nan=False,
         description="Share of each prompt found in the prefix cache: not prefilled again.",
     )
+    speculative: SpeculativeIn | None = Field(
+        default=None,
+        description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
+        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
+    )
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
     )
@@ -162,6 +176,11 @@ class PlanTrafficIn(BaseModel):
         allow_inf_nan=False,
         description="Share of each prompt found in the prefix cache: not prefilled again.",
     )
+    speculative: SpeculativeIn | None = Field(
+        default=None,
+        description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
+        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
+    )
     headroom: float = Field(
         default=0.2,
         ge=0,
@@ -187,6 +206,8 @@ class SchedulerOut(BaseModel):
     max_running_requests: int
     scheduling: Scheduling
     kv_cache_tokens: int = Field(description="Tokens of KV cache beside weights and activations.")
+    decode_tokens_per_step: int = Field(description="Tokens run per decoding sequence per step.")
+    tokens_per_decode_step: float = Field(description="Tokens gained per decode step (mean).")
     defaults_from: str = Field(description="Where knobs left out took their values from.")
 
 

@@ -40,6 +40,7 @@ from service.engine.shapes import ModelShape
 from service.engine.traffic.arrivals import PROCESSES, unit_gaps
 from service.engine.traffic.lengths import LengthDistribution
 from service.engine.traffic.scheduler import POLICIES, SchedulerConfig, Timeline, simulate
+from service.engine.traffic.speculative import tokens_per_step
 from service.engine.traffic.step_table import StepTable, build_step_table
 
 DEFAULT_REQUESTS = 600
@@ -74,6 +75,10 @@ class TrafficSpec:
     # RadixAttention): those tokens are not prefilled again. Cached = min(round(h · S_in),
     # S_in − 1): the last prompt token always runs, to produce the first output token.
     prefix_cache_hit_rate: float = 0.0
+    # Speculative decoding (``speculative.py``): k drafted tokens per step, each accepted with
+    # probability α. The replica is prepared with them (they shape its step table).
+    draft_tokens: int = 0
+    acceptance_rate: float = 0.0
 
     def validate(self) -> None:
         """Raise EngineError naming the first field out of range."""
@@ -206,6 +211,8 @@ class Replica:
         max_input_tokens: int,
         max_output_tokens: int,
         memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+        draft_tokens: int = 0,
+        acceptance_rate: float = 0.0,
     ) -> Replica:
         """Size the KV cache, check the knobs and tabulate step costs up to the largest step."""
         if max_running_requests is not None and max_running_requests < 1:
@@ -223,6 +230,8 @@ class Replica:
             max_running_requests=max_running_requests,
             scheduling=scheduling,
             memory_utilization=memory_utilization,
+            draft_tokens=draft_tokens,
+            acceptance_rate=acceptance_rate,
         )
         kv = config.kv_capacity_tokens
         longest = max_input_tokens + max_output_tokens
@@ -241,6 +250,7 @@ class Replica:
             max_step_tokens=float(max_num_batched_tokens + running),
             max_context_tokens=float(longest),
             max_prompt_tokens=float(max_input_tokens),
+            decode_tokens=config.decode_tokens_per_step,
         )
         return cls(
             table, config, max_running_requests, model, accelerator, precision, parallelism, params
@@ -359,10 +369,11 @@ class Replica:
         # The closed-loop capacity is within about 15% of what the simulated queue sustains:
         # bracket 25% above it. A rate the replica cannot keep up with misses the targets once
         # its queue has grown (finite streams let loose targets pass a little beyond).
-        high = GOODPUT_CEILING * capacity
+        # Speculation can raise throughput up to E-fold, which the closed-loop model ignores.
+        high = GOODPUT_CEILING * capacity * self.config.tokens_per_decode_step
         top = probe(high)
         if top is not None:
-            return GoodputResult(high, capacity, "saturation", top, runs)
+            return self._within_saturation(spec, high, top, capacity, runs, "saturation")
         low = capacity * GOODPUT_FLOOR_SHARE
         best = probe(low)
         if best is None:
@@ -375,7 +386,30 @@ class Replica:
             else:
                 low, best = middle, found
         limited = "saturation" if low >= SATURATION_SHARE * capacity else "slo"
-        return GoodputResult(low, capacity, limited, best, runs)
+        return self._within_saturation(spec, low, best, capacity, runs, limited)
+
+    def _within_saturation(
+        self,
+        spec: TrafficSpec,
+        rate: float,
+        result: TrafficResult,
+        capacity: float,
+        runs: int,
+        limited: str,
+    ) -> GoodputResult:
+        """Cap a goodput above the capacity at what the simulated full queue sustains.
+
+        A finite stream beyond saturation can still meet loose targets (its queue has not
+        grown enough yet); no rate above the saturation rate is sustainable, so it is capped.
+        """
+        if rate <= capacity:
+            return GoodputResult(rate, capacity, limited, result, runs)
+        ceiling = self.saturation(spec)
+        if rate <= ceiling:
+            return GoodputResult(rate, capacity, limited, result, runs)
+        unit, inputs, outputs = self._stream(spec)
+        at = self._run_at(ceiling, unit, inputs, outputs, self.cached_tokens(spec, inputs))
+        return GoodputResult(ceiling, capacity, "saturation", at, runs + 1)
 
 
 def closed_loop_capacity(
@@ -426,6 +460,8 @@ def scheduler_config(
     max_running_requests: int | None,
     scheduling: str,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+    draft_tokens: int = 0,
+    acceptance_rate: float = 0.0,
 ) -> SchedulerConfig:
     """Return the scheduler limits of a replica: KV-cache tokens and the running cap."""
     kv = kv_capacity_tokens(
@@ -436,9 +472,11 @@ def scheduler_config(
         step_tokens=float(max_num_batched_tokens),
         memory_utilization=memory_utilization,
     )
+    per_step = draft_tokens + 1
+    gain = tokens_per_step(draft_tokens, acceptance_rate)
     cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
-    running = min(cap, max_num_batched_tokens, max(int(kv), 1))
-    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling)
+    running = min(cap, max_num_batched_tokens // per_step, max(int(kv), 1))
+    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling, per_step, gain)
     config.validate()
     return config
 

@@ -67,6 +67,10 @@ class SchedulerConfig:
     max_running: int
     kv_capacity_tokens: float
     policy: str = "decode_first"
+    # Speculative decoding: each decoding sequence runs q = k + 1 tokens per step (k drafted,
+    # verified by the target) and gains E of them on average (``speculative.py``).
+    decode_tokens_per_step: int = 1
+    tokens_per_decode_step: float = 1.0
 
     def validate(self) -> None:
         if self.policy not in POLICIES:
@@ -75,11 +79,13 @@ class SchedulerConfig:
             raise EngineError("max_num_batched_tokens must be at least 1")
         if self.max_running < 1:
             raise EngineError("max_running_requests must be at least 1")
-        if self.max_running > self.max_num_batched_tokens:
+        if not 1.0 <= self.tokens_per_decode_step <= self.decode_tokens_per_step:
+            raise EngineError("tokens gained per decode step must lie in [1, tokens run per step]")
+        if self.max_running * self.decode_tokens_per_step > self.max_num_batched_tokens:
             raise EngineError(
-                f"max_running_requests ({self.max_running}) must not exceed "
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}): every running request "
-                "decodes one token per step"
+                f"max_running_requests ({self.max_running}) × {self.decode_tokens_per_step} "
+                f"tokens per step must not exceed max_num_batched_tokens "
+                f"({self.max_num_batched_tokens}): every running request decodes each step"
             )
 
 
@@ -164,6 +170,8 @@ def simulate(
     max_running = config.max_running
     kv_free = float(config.kv_capacity_tokens)
     mixed = config.policy == "decode_first"
+    per_decode = config.decode_tokens_per_step
+    gain = config.tokens_per_decode_step
     step_s = times.step_s
     decode_leap = times.decode_leap
 
@@ -172,7 +180,7 @@ def simulate(
     decoding: list[tuple[int, int]] = []  # heap of (decode counter at its last token, request)
     running = 0  # admitted and not finished
     dec = 0  # requests with a first token and tokens left to decode
-    base = 0.0  # Σ (input + 1 − counter at first token) over decoding requests
+    base = 0.0  # Σ (input + 1 − gain · counter at first token) over decoding requests
     counter = 0  # decode steps so far; each advances every decoding request by one token
     now = busy = 0.0
     steps = done = peak = 0
@@ -193,7 +201,7 @@ def simulate(
         while decoding and decoding[0][0] <= counter:
             _, r = heapq.heappop(decoding)
             dec -= 1
-            base -= input_tokens[r] + 1 - first_counter[r]
+            base -= input_tokens[r] + 1 - gain * first_counter[r]
             finish_request(r, at)
 
     while done < n:
@@ -211,7 +219,7 @@ def simulate(
         peak = max(peak, running)
         if prefilling:
             decoders = dec if mixed else 0
-            room = budget - decoders
+            room = budget - decoders * per_decode
             pieces: list[tuple[float, float]] = []
             completed: list[int] = []
             for item in prefilling:
@@ -226,7 +234,7 @@ def simulate(
                 room -= take
                 if item[1] >= input_tokens[r]:
                     completed.append(r)
-            t = step_s(decoders, base + dec * counter if decoders else 0.0, pieces)
+            t = step_s(decoders, base + gain * dec * counter if decoders else 0.0, pieces)
             now += t
             busy += t
             steps += 1
@@ -234,23 +242,30 @@ def simulate(
                 prefilling.popleft()
             if decoders:
                 counter += 1
-                retire(now)
+                if decoding[0][0] <= counter:
+                    retire(now)
             for r in completed:
                 first[r] = now
                 if output_tokens[r] <= 1:
                     finish_request(r, now)
                     continue
                 first_counter[r] = counter
-                heapq.heappush(decoding, (counter + output_tokens[r] - 1, r))
+                steps_left = (
+                    output_tokens[r] - 1
+                    if gain == 1.0
+                    else math.ceil((output_tokens[r] - 1) / gain - 1e-9)
+                )
+                heapq.heappush(decoding, (counter + steps_left, r))
                 dec += 1
-                base += input_tokens[r] + 1 - counter
+                base += input_tokens[r] + 1 - gain * counter
             continue
         if dec:
             # Decode-only steps up to the next completion, or to the step boundary after the
             # next arrival when that arrival could be admitted there.
             k = decoding[0][0] - counter
-            context = base + dec * counter
+            context = base + gain * dec * counter
             t0, slope = decode_leap(dec, context)
+            slope *= gain
             if (
                 pending
                 and not waiting
@@ -266,7 +281,8 @@ def simulate(
             busy += leap
             steps += k
             counter += k
-            retire(now)
+            if decoding[0][0] <= counter:
+                retire(now)
             continue
         if stepped:  # idle before a client's first step: it arrives now
             steps = max(steps, stepped[0][0])

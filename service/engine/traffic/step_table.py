@@ -58,6 +58,8 @@ class StepTable:
 
     tokens_s: tuple[float, ...]
     rows_s: tuple[float, ...]
+    decode_tokens: int  # tokens each decoding sequence runs per step (k + 1 when speculating)
+    decode_rows_s: tuple[float, ...]  # LM head on R · decode_tokens rows + overhead of R
     context_step: float
     decode_attention_s: tuple[float, ...]  # a(c) at c = i · context_step, launch excluded
     attention_launch_s: float
@@ -98,8 +100,8 @@ class StepTable:
             i = len(table) - 2
         low = table[i]
         return (
-            self.tokens_s[sequences]
-            + self.rows_s[sequences]
+            self.tokens_s[sequences * self.decode_tokens]
+            + self.decode_rows_s[sequences]
             + sequences * (low + (table[i + 1] - low) * (x - i))
             + self.attention_launch_s
         )
@@ -118,8 +120,8 @@ class StepTable:
         low = table[i]
         rise = table[i + 1] - low
         time_s = (
-            self.tokens_s[sequences]
-            + self.rows_s[sequences]
+            self.tokens_s[sequences * self.decode_tokens]
+            + self.decode_rows_s[sequences]
             + sequences * (low + rise * (x - i))
             + self.attention_launch_s
         )
@@ -129,12 +131,18 @@ class StepTable:
         self, decode_sequences: float, context_sum: float, pieces: Sequence[tuple[float, float]]
     ) -> float:
         """Return the time of one step: R decodes at total context, and (new, past) pieces."""
-        tokens = int(decode_sequences)
+        r = int(decode_sequences)
+        tokens = r * self.decode_tokens
         for new, _ in pieces:
             tokens += int(new)
         if tokens <= 0:
             return 0.0
-        total = self.tokens_s[tokens] + self.rows_s[int(decode_sequences) + len(pieces)]
+        total = (
+            self.tokens_s[tokens]
+            + self.decode_rows_s[r]
+            + self.rows_s[r + len(pieces)]
+            - self.rows_s[r]
+        )
         if decode_sequences > 0:
             total += self.decode_attention(decode_sequences, context_sum)
         if pieces:
@@ -162,6 +170,7 @@ def build_step_table(
     max_step_tokens: float,
     max_context_tokens: float,
     max_prompt_tokens: float,
+    decode_tokens: int = 1,
 ) -> StepTable:
     """Tabulate a step's parts from the engine (three vectorised ``step_cost`` calls)."""
 
@@ -185,7 +194,9 @@ def build_step_table(
     # Decode attention: one and two sequences at each context give a(c) and the launch.
     contexts = np.asarray(_grid(max_context_tokens + 1, GRID_POINTS))
     n = contexts.size
-    both = cost([AttentionGroup.of(np.repeat([1.0, 2.0], n), 1.0, np.tile(contexts, 2))])
+    both = cost(
+        [AttentionGroup.of(np.repeat([1.0, 2.0], n), float(decode_tokens), np.tile(contexts, 2))]
+    )
     attention = _row_time(both, kind=ATTENTION)
     one, two = attention[:n], attention[n:]
     launch = float(np.median(2.0 * one - two))
@@ -205,9 +216,15 @@ def build_step_table(
     past_points = np.arange(PREFILL_CELLS + 2) * past_step
     along_new = np.stack([_resample(news, row, new_points) for row in prefill])
     fine = np.stack([_resample(pasts, col, past_points) for col in along_new.T]).T
+    overhead = np.asarray(flat.overhead_s)
+    rows = _resample(t, lm_head + overhead, whole)
+    # Verifying k drafted tokens needs logits at each of the k + 1 positions.
+    verify = _resample(t, lm_head, whole * decode_tokens) + _resample(t, overhead, whole)
     return StepTable(
         tokens_s=tuple(_resample(t, body, whole).tolist()),
-        rows_s=tuple(_resample(t, lm_head + np.asarray(flat.overhead_s), whole).tolist()),
+        rows_s=tuple(rows.tolist()),
+        decode_tokens=decode_tokens,
+        decode_rows_s=tuple((rows if decode_tokens == 1 else verify).tolist()),
         context_step=context_step,
         decode_attention_s=tuple(_resample(contexts, one - launch, context_points).tolist()),
         attention_launch_s=launch,
