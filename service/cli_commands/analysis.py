@@ -13,6 +13,7 @@ from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
 from service.cli_commands.options import (
     Activations,
+    AttentionDp,
     Backend,
     CalibrationOpt,
     Ep,
@@ -125,6 +126,7 @@ def estimate(
     tp: Tp = None,
     pp: Pp = None,
     ep: Ep = None,
+    attention_dp: AttentionDp = None,
     backend: Backend = None,
     calibration: CalibrationOpt = None,
     price_usd_per_hour: Annotated[
@@ -160,7 +162,7 @@ def estimate(
         "output_tokens": output_tokens,
         "batch_sizes": int_list(batch_sizes),
         "mode": mode,
-        **layout(weights, activations, kv_cache, tp, pp, ep),
+        **layout(weights, activations, kv_cache, tp, pp, ep, attention_dp),
         **present(backend=backend, calibration=calibration, price_usd_per_hour=price_usd_per_hour),
     }
     if rate is not None:
@@ -229,6 +231,7 @@ def intensity(
     tp: Tp = None,
     pp: Pp = None,
     ep: Ep = None,
+    attention_dp: AttentionDp = None,
     backend: Backend = None,
     calibration: CalibrationOpt = None,
     as_json: JsonOption = False,
@@ -243,7 +246,7 @@ def intensity(
         "phase": phase,
         "batch_size": batch_size,
         "context_tokens": context_tokens,
-        **layout(weights, activations, kv_cache, tp, pp, ep),
+        **layout(weights, activations, kv_cache, tp, pp, ep, attention_dp),
         **present(backend=backend, calibration=calibration),
     }
     with reported(), open_client(url, api_key) as client:

@@ -14,6 +14,10 @@ KvCache = Annotated[str | None, typer.Option("--kv-cache", help="KV cache dtype.
 Tp = Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallel degree.")]
 Pp = Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline parallel degree.")]
 Ep = Annotated[int | None, typer.Option("--ep", min=1, help="Expert parallel degree.")]
+AttentionDp = Annotated[
+    int | None,
+    typer.Option("--attention-dp", min=1, help="Attention data-parallel ranks (MoE models)."),
+]
 Backend = Annotated[str | None, typer.Option(help="Serving backend, e.g. vllm, sglang, trtllm.")]
 CalibrationOpt = Annotated[
     str | None, typer.Option("--calibration", help='"auto", "none" or a profile id.')
@@ -32,11 +36,12 @@ def layout(
     tp: int | None,
     pp: int | None,
     ep: int | None,
+    attention_dp: int | None = None,
 ) -> dict[str, Any]:
     """The ``precision`` and ``parallelism`` request objects from the options given."""
     body: dict[str, Any] = {}
     precision = present(weights=weights, activations=activations, kv_cache=kv_cache)
-    parallelism = present(tp=tp, pp=pp, ep=ep)
+    parallelism = present(tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     if precision:
         body["precision"] = precision
     if parallelism:

@@ -25,8 +25,8 @@ DTYPE_BYTES: Mapping[str, float] = {
     "fp4": 0.5,
 }
 
-# Host link when a part names none: PCIe Gen4 x16 ≈ 32 GB/s per direction (docs/physics-changes.md,
-# "PCIe Gen4 x16 ≈ 31–32 GB/s per direction; NVIDIA prints 64 GB/s bidirectional").
+# Host link when a part names none: PCIe Gen4 x16 ≈ 32 GB/s per direction (NVIDIA prints
+# "64 GB/s" bidirectional, e.g. https://www.nvidia.com/en-us/data-center/a100/).
 PCIE_FALLBACK_GB_S = 32.0
 # GPUs one node holds when the catalog says nothing (HGX/DGX, MI300X platforms: 8).
 DEFAULT_GPUS_PER_NODE = 8

@@ -14,7 +14,6 @@ _MISSING: Any = object()
 # model_types that exist but whose architecture this importer cannot represent faithfully.
 _KNOWN_UNSUPPORTED = {
     "nemotron_h": "hybrid Mamba/attention layers",
-    "llama4": "interleaved dense/MoE layers and chunked attention",
     "gemma4": "per-layer head widths and shared K/V layers",
 }
 
@@ -300,6 +299,44 @@ def _gpt_oss(cfg: _Config) -> dict[str, object]:
     }
 
 
+def _llama4(cfg: _Config) -> dict[str, object]:
+    """Llama 4 (Scout, Maverick): MoE every ``interleave_moe_layer_step`` layers with one shared
+    expert, dense layers of ``intermediate_size_mlp`` between them, and chunked local attention
+    (``attention_chunk_size``) on the RoPE layers (3 of 4 by default; the 4th is global NoPE).
+
+    Approximations: chunked attention (a query sees the keys of its own chunk) is priced as a
+    sliding window of the chunk size, an upper bound on the keys read; the formulas do not
+    depend on where the dense layers sit, so they are counted as ``first_dense_layers``; the
+    qk L2 norm has no weights.
+    """
+    text = cfg.sub("text_config") if cfg.has("text_config") else cfg
+    core = _attention_core(text)
+    layers = core["num_layers"]
+    step = text.integer("interleave_moe_layer_step", 1)
+    moe_layers = layers // step  # layers step−1, 2·step−1, … are MoE (HF Llama4TextConfig)
+    rope_flags = text.int_list("no_rope_layers")
+    if rope_flags and len(rope_flags) != layers:
+        raise InvalidShapeError(text.name("no_rope_layers"), f"must list {layers} layers")
+    chunked = sum(rope_flags) if rope_flags else sum(1 for i in range(layers) if (i + 1) % 4)
+    chunk = text.integer("attention_chunk_size", 0, allow_zero=True)
+    expert_width = text.integer("intermediate_size")
+    dense_layers = layers - moe_layers
+    return {
+        **core,
+        "intermediate_size": text.integer("intermediate_size_mlp") if dense_layers else 0,
+        "first_dense_layers": dense_layers,
+        "moe_intermediate_size": expert_width,
+        **_experts(text, "num_local_experts", "num_experts_per_tok"),
+        "num_shared_experts": 1,
+        "shared_expert_intermediate_size": expert_width,
+        "attention_bias": text.flag("attention_bias", False),
+        "output_bias": text.flag("attention_bias", False),
+        "sliding_window_tokens": chunk if chunk and chunked else 0,
+        "num_sliding_layers": chunked if chunk else 0,
+        "tie_word_embeddings": text.flag("tie_word_embeddings", False),
+    }
+
+
 _FAMILIES: dict[str, Callable[[_Config], dict[str, object]]] = {
     "llama": _dense,
     "mistral": _dense,
@@ -314,6 +351,8 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, object]]] = {
     "gemma3": _gemma,
     "gemma3_text": _gemma,
     "gpt_oss": _gpt_oss,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 

@@ -348,3 +348,14 @@ def test_wide_ep_without_attention_dp_is_a_422_naming_ep(client: TestClient) -> 
     error = response.json()["errors"][0]
     assert error["field"] == "parallelism.ep"
     assert "tp × attention_dp = 8" in error["message"]
+
+
+def test_an_answers_precision_and_layout_can_be_sent_back(client: TestClient) -> None:
+    first = post(client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8})
+    again = post(
+        client, model="deepseek-v3", accelerator="h200-sxm", precision=first["precision"],
+        parallelism=first["parallelism"],
+    )  # fmt: skip
+    assert again["precision"]["weights"] == "fp8"
+    assert again["precision"]["weights_source"] == "request"  # fp8 was asked for this time
+    assert again["points"] == first["points"]

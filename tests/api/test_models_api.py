@@ -142,6 +142,43 @@ def test_import_moe_hf_config(client: TestClient, auth_headers: dict[str, str]) 
     assert response.json()["num_experts"] == config["num_local_experts"]
 
 
+def test_import_llama_4_scout_and_estimate_it(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    config = hf_config("meta-llama--Llama-4-Scout-17B-16E-Instruct")
+    response = client.post(
+        "/v1/models/import", json={"id": "my-llama-4-scout", "hf_config": config},
+        headers=auth_headers,
+    )  # fmt: skip
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["num_experts"], body["num_sliding_layers"]) == (16, 36)
+    # 107.8B parameters by hand (tests/engine/test_hf_import.py): 215.5 GB in bf16, so TP4 on
+    # H100 (53.9 GB per GPU) is the smallest power-of-two TP that fits 72 GB usable.
+    estimate = client.post(
+        "/v1/estimates",
+        json={
+            "model": "my-llama-4-scout", "accelerator": "h100-sxm", "input_tokens": 1024,
+            "output_tokens": 128, "batch_sizes": [1, 8], "parallelism": {"tp": 4},
+        },
+    )  # fmt: skip
+    assert estimate.status_code == 200, estimate.text
+    assert all(p["memory"]["fits"] for p in estimate.json()["points"])
+
+
+def test_unsupported_architecture_is_a_422_naming_it(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    config = hf_config("google--gemma-4-26B-A4B")
+    response = client.post(
+        "/v1/models/import", json={"id": "gemma4", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 422
+    error = response.json()["errors"][0]
+    assert error["field"] == "model_type"
+    assert "gemma4" in error["message"] and "per-layer head widths" in error["message"]
+
+
 def test_import_broken_config_is_422_naming_the_key(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:

@@ -61,6 +61,17 @@ def test_estimate_options_reach_the_request(ridgeline_cli: Invoke, client: TestC
     assert json.loads(result.stdout) == client.post("/v1/estimates", json=body).json()
 
 
+def test_attention_dp_option_reaches_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(
+        "estimate", "deepseek-v3", "h200-sxm", "-b", "64", "--attention-dp", "8", "--ep", "8",
+        "--calibration", "none", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 8, "attention_dp": 8}
+    assert answer["gpus_per_replica"] == 8
+
+
 def test_estimate_csv_rows_carry_the_same_numbers(
     ridgeline_cli: Invoke, client: TestClient
 ) -> None:

@@ -81,3 +81,11 @@ def test_link_bandwidth_by_topology_and_degree(
     catalog: dict[str, Accelerator], accelerator_id: str, peers: int, gb_s: float
 ) -> None:
     assert catalog[accelerator_id].link_bytes_s(peers) == pytest.approx(gb_s * 1e9)
+
+
+def test_mi355x_dense_peaks_from_clock_and_compute_units(catalog: dict[str, Accelerator]) -> None:
+    mi355x = catalog["mi355x"]
+    # 8,192 dense FP8 FLOP per clock per CU × 256 CUs (8 XCDs × 32) × 2.4 GHz = 5,033 TFLOPS.
+    assert mi355x.peak_flops_s("fp8") == pytest.approx(8192 * 256 * 2.4e9, rel=1e-4)
+    assert mi355x.peak_flops_s("bf16") == pytest.approx(4096 * 256 * 2.4e9, rel=1e-4)
+    assert mi355x.memory_bytes == 288e9

@@ -56,6 +56,7 @@ TOLERANCE = {"deepseek-ai--DeepSeek-V3": (0.01, 0.015)}
 
 # Config file -> catalog id, to check that the import equals the seeded shape.
 CATALOG_ID = {
+    "meta-llama--Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
     "meta-llama--Meta-Llama-3.1-8B": "llama-3.1-8b",
     "meta-llama--Meta-Llama-3.1-70B": "llama-3.1-70b",
     "meta-llama--Meta-Llama-3.1-405B": "llama-3.1-405b",
@@ -82,7 +83,6 @@ CATALOG_ID = {
 }
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
-    "meta-llama--Llama-4-Scout-17B-16E-Instruct": "llama4",
     "nvidia--Nemotron-H-56B-Base-8K": "nemotron_h",
 }
 
@@ -248,3 +248,25 @@ def test_head_dim_derived_when_absent() -> None:
     with pytest.raises(InvalidShapeError) as info:
         shape_from_hf_config("l", broken)
     assert info.value.field == "head_dim"
+
+
+def test_llama_4_scout_imports_from_its_config() -> None:
+    name = "meta-llama--Llama-4-Scout-17B-16E-Instruct"
+    shape = shape_from_hf_config("llama-4-scout", _config(name))
+    assert shape.is_moe and shape.num_moe_layers == 48  # interleave_moe_layer_step 1
+    assert (shape.num_experts, shape.experts_per_token, shape.num_shared_experts) == (16, 1, 1)
+    # Chunked attention (chunk 8192) on the RoPE layers: 3 of every 4 of the 48.
+    assert (shape.num_sliding_layers, shape.sliding_window_tokens) == (36, 8192)
+    count = count_parameters(shape)
+    # By hand, per layer: q, o 2 × 5120 × 5120 + k, v 2 × 5120 × 1024 = 62.9M; 16 routed + 1
+    # shared SwiGLU experts of 3 × 5120 × 8192 = 125.8M each; router 5120 × 16. Plus untied
+    # embeddings and head 2 × 202048 × 5120 = 2.07B. Total 107.8B (Meta's 109B includes the
+    # vision encoder); active: attention + 1 routed + 1 shared expert + vocab = 17.2B ("17B").
+    per_layer_attention = 2 * 5120 * 5120 + 2 * 5120 * 1024
+    expert = 3 * 5120 * 8192
+    vocab = 2 * 202048 * 5120
+    total = 48 * (per_layer_attention + 17 * expert + 5120 * 16) + vocab
+    active = 48 * (per_layer_attention + 2 * expert + 5120 * 16) + vocab
+    assert count.total == pytest.approx(total, rel=1e-3)
+    assert count.active == pytest.approx(active, rel=1e-3)
+    assert count.active / 1e9 == pytest.approx(17.0, rel=0.02)

@@ -45,6 +45,8 @@ class PrecisionIn(BaseModel):
     weights: WeightsDtype = "native"
     activations: ActivationDtype = "bf16"
     kv_cache: Dtype = "bf16"
+    # Read-only (answers carry it), accepted and ignored so an answer's precision can be sent back.
+    weights_source: Literal["native", "request"] | None = Field(default=None, exclude=True)
 
 
 class PrecisionOut(BaseModel):
