@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -20,6 +21,8 @@ from quality_contract import fuzz_config
 
 from service.api.app import create_app
 from service.settings import Settings
+
+pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = int(os.environ.get("RIDGELINE_FUZZ_EXAMPLES", "10"))
 SEED = int(os.environ.get("RIDGELINE_FUZZ_SEED", "1"))

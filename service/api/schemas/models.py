@@ -6,7 +6,15 @@ import dataclasses
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 from pydantic.config import JsonDict
 
 from service.api.schemas.common import JSON_INTEGER, READ_ONLY, Dtype, Slug, SourceUrl
@@ -108,12 +116,12 @@ class ModelFields(BaseModel):
     head_dim: HeadDim
     intermediate_size: FfnWidth
     vocab_size: Vocab
-    tie_word_embeddings: bool = False
+    tie_word_embeddings: StrictBool = False
     ffn_type: str = Field(default="glu", description="`glu` (gated, 3 matrices) or `mlp`.")
-    attention_bias: bool = False
-    output_bias: bool = False
-    mlp_bias: bool = False
-    qk_norm: bool = False
+    attention_bias: StrictBool = False
+    output_bias: StrictBool = False
+    mlp_bias: StrictBool = False
+    qk_norm: StrictBool = False
     num_experts: OptionalExperts = 0
     experts_per_token: OptionalExperts = 0
     num_shared_experts: OptionalExperts = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic.config import JsonDict
 
 from service.api.schemas.analysis import (
@@ -105,7 +105,7 @@ class SloIn(BaseModel):
 
     ttft_ms_max: LatencyMs | None = None
     tpot_ms_max: LatencyMs | None = None
-    use_interval_upper_bound: bool = Field(
+    use_interval_upper_bound: StrictBool = Field(
         default=False,
         description="Judge targets at the upper end of the calibration profile's 80% interval "
         "(point predictions where a profile has no intervals; the answer's notes say so).",
