@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
+
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit seeded catalog rows (which needs the admin scope)."""
+    return make_api_key("admin")
 
 
 def new_accelerator(accelerator_id: str = "test-gpu", **overrides: Any) -> dict[str, Any]:
