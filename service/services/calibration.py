@@ -266,7 +266,7 @@ class CalibrationService:
                 if replay is not None:
                     return replay
             try:
-                body = self._store(upload, result)
+                body = self._store(upload, result, owner)
                 if idempotency_key is not None:
                     self.keys.add(
                         IdempotencyKeyRow(
@@ -286,7 +286,9 @@ class CalibrationService:
                     raise
         raise AssertionError("unreachable")
 
-    def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
+    def _store(
+        self, upload: CalibrationUpload, result: CalibrationResult, owner: str
+    ) -> dict[str, Any]:
         meta = upload.metadata
         self.profiles.lock_series(meta.accelerator, meta.backend, meta.name)
         row = CalibrationProfileRow(
@@ -300,6 +302,7 @@ class CalibrationService:
             result=json_safe(result.to_dict()),
             summary=summary_of(upload, result),
             created_at=utcnow(),
+            owner=owner,
         )
         stored = [{"kind": m.kind, "data": measurement_to_json(m)} for m in upload.measurements]
         self.profiles.add(row, stored)

@@ -7,13 +7,28 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_test_settings
 from fastapi.testclient import TestClient
 from sqlalchemy import make_url
 
 from service.api.app import create_app
 from service.db.session import make_engine, make_session_factory
 from service.settings import Settings
+
+
+def make_settings(database_url: str, data_dir: Path, **overrides: object) -> Settings:
+    """Test settings for ``database_url`` (tests/conftest.py's defaults; not importable here)."""
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "data_dir": data_dir,
+        "migrate_on_startup": False,
+        "seed_on_startup": False,
+        "api_key_pepper": "test-pepper-not-secret",
+        "environment": "test",
+        "log_level": "WARNING",
+        "heavy_processes": 0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
 
 
 def unreachable_url(database_url: str, tmp_path: Path) -> str:
@@ -28,7 +43,7 @@ def unreachable_url(database_url: str, tmp_path: Path) -> str:
 def test_start_without_database_serves_not_ready_and_logs_each_attempt(
     database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = make_test_settings(
+    settings = make_settings(
         unreachable_url(database_url, tmp_path),
         tmp_path,
         db_connect_first_delay_s=0.05,
@@ -54,7 +69,7 @@ def test_start_without_database_serves_not_ready_and_logs_each_attempt(
 def test_start_retries_until_the_database_appears(tmp_path: Path) -> None:
     target = tmp_path / "late.db"
     target.mkdir()  # SQLite cannot open a directory: unreachable until it is replaced
-    settings = make_test_settings(
+    settings = make_settings(
         f"sqlite:///{target}",
         tmp_path,
         migrate_on_startup=True,

@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.settings import Settings
+
+
+def make_settings(database_url: str, data_dir: Path, **overrides: object) -> Settings:
+    """Test settings for ``database_url`` (tests/conftest.py's defaults; not importable here)."""
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "data_dir": data_dir,
+        "migrate_on_startup": False,
+        "seed_on_startup": False,
+        "api_key_pepper": "test-pepper-not-secret",
+        "environment": "test",
+        "log_level": "WARNING",
+        "heavy_processes": 0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
 
 ITEM = {
     "model": "llama-3.1-8b",
@@ -23,12 +41,9 @@ ITEM = {
 def in_child(
     database_factory: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    from conftest import make_test_settings
 
     url = database_factory.seeded()  # type: ignore[attr-defined]
-    settings: Settings = make_test_settings(
-        url, tmp_path_factory.mktemp("heavy"), heavy_processes=1
-    )
+    settings: Settings = make_settings(url, tmp_path_factory.mktemp("heavy"), heavy_processes=1)
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 

@@ -15,16 +15,31 @@ from service.db.migrate import is_at_head
 from service.db.models import AcceleratorRow
 from service.db.session import make_engine, make_session_factory, session_scope
 from service.services.bootstrap import prepare_database
+from service.settings import Settings
+
+
+def make_settings(database_url: str, data_dir: Path, **overrides: object) -> Settings:
+    """Test settings for ``database_url`` (tests/conftest.py's defaults; not importable here)."""
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "data_dir": data_dir,
+        "migrate_on_startup": False,
+        "seed_on_startup": False,
+        "api_key_pepper": "test-pepper-not-secret",
+        "environment": "test",
+        "log_level": "WARNING",
+        "heavy_processes": 0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
 
 REPLICAS = 4
 
 
 def _start(url: str, data_dir: str, go: multiprocessing.synchronize.Event) -> None:
-    from conftest import make_test_settings
 
-    settings = make_test_settings(
-        url, Path(data_dir), migrate_on_startup=True, seed_on_startup=True
-    )
+    settings = make_settings(url, Path(data_dir), migrate_on_startup=True, seed_on_startup=True)
     engine = make_engine(url)
     go.wait(30)
     try:
