@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     rate_limit_enabled: bool = True
     rate_limit_shared: bool = True
     rate_limit_sync_s: float = Field(default=0.5, gt=0)
+    # Comma-separated origins allowed to call the API from a browser (CORS); empty: none.
+    cors_origins: str = ""
     # Comma-separated addresses or CIDR networks of reverse proxies whose X-Forwarded-For is
     # believed (empty: none; the connection's peer address identifies the client).
     trusted_proxies: str = ""

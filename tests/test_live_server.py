@@ -54,7 +54,8 @@ def test_live_server_round_trip(server: str, server_env: dict[str, str]) -> None
         assert denied.status_code == 401
 
         created = subprocess.run(
-            [*ridgeline_command(), "create-key", "--name", "live", "--scope", "write"],
+            # Editing a seeded row needs the admin scope (a write key gets 403).
+            [*ridgeline_command(), "create-key", "--name", "live", "--scope", "admin"],
             env=server_env,
             capture_output=True,
             text=True,

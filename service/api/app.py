@@ -20,6 +20,7 @@ from service.api.routers import accelerators, analysis, calibrations, charts, he
 from service.api.routers import planning as planning_routes
 from service.api.routers.api_docs import mount_api_docs
 from service.api.routers.dashboard import mount_dashboard
+from service.api.security_headers import SecurityHeadersMiddleware, install_cors
 from service.api.startup import StartupGateMiddleware, StartupState, attempt, wait_for_database
 from service.db.reader import AutocommitReader
 from service.db.session import make_engine, make_session_factory
@@ -100,6 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Rate limits sit inside the request context (429s get request ids) and before the body.
     install_limits(app, settings, verifier)
     app.add_middleware(StartupGateMiddleware, state=startup)
+    install_cors(app, settings.cors_origins)  # answers preflights before the limits
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(RequestContextMiddleware, metrics=metrics, logger=logger)
     return app
 

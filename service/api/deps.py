@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from service.db.session import session_scope
-from service.services.auth import authorise
+from service.services.auth import authorise, has_scope
 from service.services.catalog import CatalogService
 from service.settings import Settings
 
@@ -49,7 +49,13 @@ ApiKeyHeader = Annotated[str | None, Header(alias="X-API-Key", include_in_schema
 def _authorise(request: Request, settings: Settings, api_key: str | None, scope: str) -> None:
     # Own short session: the request's session stays untouched until its writes begin.
     with session_scope(request.app.state.session_factory) as session:
-        authorise(session, settings.api_key_pepper, api_key, scope)
+        row = authorise(session, settings.api_key_pepper, api_key, scope)
+        request.state.api_key_scopes = list(row.scopes)
+
+
+def caller_is_admin(request: Request) -> bool:
+    """Return whether this request's authorised key (if any) has the ``admin`` scope."""
+    return has_scope(getattr(request.state, "api_key_scopes", []), "admin")
 
 
 def require_write(request: Request, settings: SettingsDep, api_key: ApiKeyHeader = None) -> None:
@@ -65,9 +71,13 @@ async def require_read(
         await run_in_threadpool(_authorise, request, settings, api_key, "read")
 
 
-def get_catalog(session: SessionDep) -> CatalogService:
-    """Return the catalog service bound to this request's session."""
-    return CatalogService(session)
+def get_catalog(session: SessionDep, request: Request) -> CatalogService:
+    """Return the catalog service bound to this request's session.
+
+    Seeded rows may be replaced or deleted only with an ``admin`` key (``require_write``
+    records the key's scopes before this runs).
+    """
+    return CatalogService(session, may_edit_seeded=caller_is_admin(request))
 
 
 def _read_in_session(factory: sessionmaker[Session], read: Callable[[CatalogService], T]) -> T:

@@ -54,6 +54,8 @@ class EarlyAuth:
         """Return whether the request goes to a route that needs a write key."""
         if scope["method"] not in BODY_METHODS:
             return False
+        if require_write in scope["app"].dependency_overrides:
+            return False  # the app trusts its callers (the CLI's in-process app)
         path = scope["path"]
         return any(m == scope["method"] and p.match(path) for m, p in self._write_routes(scope))
 

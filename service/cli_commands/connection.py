@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+from fastapi import Request
 
 from service.client import Ridgeline
 
@@ -32,8 +33,9 @@ ApiKeyOption = Annotated[
 ]
 
 
-def _trusted() -> None:
-    """Grant access: a local user already owns the database the command opens."""
+def _trusted(request: Request) -> None:
+    """Grant access: a local user already owns the database the command opens (as admin)."""
+    request.state.api_key_scopes = ["admin"]
 
 
 @contextmanager

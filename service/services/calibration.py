@@ -275,7 +275,7 @@ class CalibrationService:
         self.session.rollback()
         result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
         return self._commit(
-            owner, idempotency_key, fingerprint, lambda: self._store(upload, result)
+            owner, idempotency_key, fingerprint, lambda: self._store(upload, result, owner)
         )
 
     def create_per_backend(
@@ -302,7 +302,9 @@ class CalibrationService:
         ]
 
         def store() -> dict[str, Any]:
-            return {"items": [self._store(p, r) for p, r in zip(parts, results, strict=True)]}
+            return {
+                "items": [self._store(p, r, owner) for p, r in zip(parts, results, strict=True)]
+            }
 
         return self._commit(owner, idempotency_key, fingerprint, store)
 
@@ -342,7 +344,9 @@ class CalibrationService:
                     raise
         raise AssertionError("unreachable")
 
-    def _store(self, upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
+    def _store(
+        self, upload: CalibrationUpload, result: CalibrationResult, owner: str
+    ) -> dict[str, Any]:
         meta = upload.metadata
         self.profiles.lock_series(meta.accelerator, meta.backend, meta.name)
         row = CalibrationProfileRow(
@@ -356,6 +360,7 @@ class CalibrationService:
             result=json_safe(result.to_dict()),
             summary=summary_of(upload, result),
             created_at=utcnow(),
+            owner=owner,
         )
         stored = [{"kind": m.kind, "data": measurement_to_json(m)} for m in upload.measurements]
         self.profiles.add(row, stored)

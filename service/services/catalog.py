@@ -37,7 +37,12 @@ from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.param_count import count_parameters
 from service.engine.shapes import ModelShape
-from service.services.errors import ConflictError, NotFoundError, PreconditionFailedError
+from service.services.errors import (
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+)
 from service.services.representation import (
     SHAPE_FIELDS,
     accelerator_from_row,
@@ -152,6 +157,7 @@ class _Collection(Generic[RowT]):
     to_dict: Callable[[RowT], dict[str, Any]]
     apply: Callable[[RowT, Mapping[str, Any]], None]
     deletions: CatalogDeletionRepository
+    may_edit_seeded: bool = True
 
     def load(self, row_id: str) -> RowT:
         row: RowT | None = self.repo.get(row_id)
@@ -166,6 +172,15 @@ class _Collection(Generic[RowT]):
         if row is None:
             raise NotFoundError(self.kind, row_id)
         return row
+
+    def check_owner(self, row: RowT) -> None:
+        """Refuse edits and deletions of seeded rows unless the caller may make them (admin)."""
+        seeded = row.origin == ORIGIN_SEED or row.seed_hash is not None
+        if seeded and not self.may_edit_seeded:
+            raise PermissionDeniedError(
+                f"{self.kind} '{row.id}' comes from the seeded catalog; editing or deleting it "
+                "needs the 'admin' scope"
+            )
 
     def check(self, row: RowT, if_match: str | None) -> None:
         if if_match is not None and not etag_matches(if_match, etag_of(self.to_dict(row))):
@@ -192,6 +207,7 @@ class _Collection(Generic[RowT]):
         # The lock makes check-then-write atomic: of two writers holding the same ETag, the
         # second reads the first one's commit and fails the If-Match check.
         row = self.load_for_update(row_id)
+        self.check_owner(row)
         self.check(row, if_match)
         self.apply(row, data)
         row.origin = ORIGIN_USER
@@ -202,6 +218,7 @@ class _Collection(Generic[RowT]):
 
     def delete(self, row_id: str, if_match: str | None) -> None:
         row = self.load_for_update(row_id)
+        self.check_owner(row)
         self.check(row, if_match)
         # A row seeded once (even if edited since) gets a tombstone so seeding won't restore it.
         seeded = row.origin == ORIGIN_SEED or row.seed_hash is not None
@@ -213,7 +230,8 @@ class _Collection(Generic[RowT]):
 class CatalogService:
     """Accelerator and model catalog operations within one session (the caller commits)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, may_edit_seeded: bool = True) -> None:
+        """``may_edit_seeded``: whether seeded rows may be replaced or deleted (API: admin)."""
         self.session = session
         self.accelerator_repo = AcceleratorRepository(session)
         self.model_repo = ModelRepository(session)
@@ -226,9 +244,17 @@ class CatalogService:
             accelerator_to_dict,
             apply_accelerator,
             deletions,
+            may_edit_seeded,
         )
         self._models = _Collection(
-            KIND_MODEL, session, self.model_repo, ModelRow, model_to_dict, apply_model, deletions
+            KIND_MODEL,
+            session,
+            self.model_repo,
+            ModelRow,
+            model_to_dict,
+            apply_model,
+            deletions,
+            may_edit_seeded,
         )
 
     # Accelerators

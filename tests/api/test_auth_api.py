@@ -13,7 +13,16 @@ from service.db.models import ApiKeyRow
 from service.services.auth import hash_key, revoke_key
 from service.settings import Settings
 
-PATCH = ("/v1/accelerators/l4", {"tdp_w": 70})
+USER_ACCELERATOR = {
+    "id": "user-gpu",
+    "vendor": "Acme",
+    "name": "Acme GPU",
+    "memory_gb": 64,
+    "memory_bandwidth_gb_s": 2000,
+    "peak_tflops": {"bf16": 500},
+    "sources": ["https://example.com/acme"],
+}
+PATCH = ("/v1/accelerators/l4", {"tdp_w": 70})  # a seeded row: editing it needs admin
 
 
 def test_write_without_key_is_401(client: TestClient) -> None:
@@ -42,11 +51,34 @@ def test_write_and_admin_keys_can_write(
 ) -> None:
     for scope in ("write", "admin"):
         key = make_api_key(scope)
-        response = client.patch(PATCH[0], json=PATCH[1], headers={"X-API-Key": key})
+        body = {**USER_ACCELERATOR, "id": f"user-gpu-{scope}"}
+        created = client.post("/v1/accelerators", json=body, headers={"X-API-Key": key})
+        assert created.status_code == 201, scope
+        path = f"/v1/accelerators/user-gpu-{scope}"
+        response = client.patch(path, json=PATCH[1], headers={"X-API-Key": key})
         assert response.status_code == 200, scope
+        assert client.delete(path, headers={"X-API-Key": key}).status_code == 204, scope
 
 
-def test_revoked_key_is_401(client: TestClient, api_key: str, db_session: Session) -> None:
+def test_seeded_rows_need_admin_to_edit_or_delete(
+    client: TestClient, make_api_key: Callable[..., str]
+) -> None:
+    writer = {"X-API-Key": make_api_key("write")}
+    admin = {"X-API-Key": make_api_key("admin")}
+    refused = client.patch(PATCH[0], json=PATCH[1], headers=writer)
+    assert refused.status_code == 403
+    assert "admin" in refused.json()["detail"]
+    assert client.delete(PATCH[0], headers=writer).status_code == 403
+    assert client.delete("/v1/models/llama-3.1-8b", headers=writer).status_code == 403
+    assert client.get(PATCH[0]).json()["tdp_w"] != 70  # nothing changed
+    assert client.patch(PATCH[0], json=PATCH[1], headers=admin).status_code == 200
+    assert client.delete(PATCH[0], headers=admin).status_code == 204
+
+
+def test_revoked_key_is_401(
+    client: TestClient, make_api_key: Callable[..., str], db_session: Session
+) -> None:
+    api_key = make_api_key("admin")
     assert client.patch(PATCH[0], json=PATCH[1], headers={"X-API-Key": api_key}).status_code == 200
     revoke_key(db_session, api_key.split("_")[1])
     db_session.commit()

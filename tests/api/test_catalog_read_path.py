@@ -15,6 +15,12 @@ from service.services.errors import NotFoundError
 from service.services.representation import etag_of
 
 
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit seeded catalog rows (which needs the admin scope)."""
+    return make_api_key("admin")
+
+
 def test_core_read_equals_orm_representation_for_every_accelerator(
     app: FastAPI, client: TestClient
 ) -> None:
@@ -35,7 +41,7 @@ def test_get_serves_an_edit_and_its_new_etag(
     patched = client.patch(
         "/v1/accelerators/h100-sxm",
         json={"notes": "edited"},
-        headers={"If-Match": before.headers["ETag"], "X-API-Key": make_api_key("write")},
+        headers={"If-Match": before.headers["ETag"], "X-API-Key": make_api_key("admin")},
     )
     assert patched.status_code == 200
     after = client.get("/v1/accelerators/h100-sxm")

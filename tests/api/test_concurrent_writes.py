@@ -154,3 +154,14 @@ def test_concurrent_same_name_uploads_get_distinct_versions(
     )
     assert [r.status_code for r in responses] == [201] * uploads, [r.text for r in responses]
     assert sorted(r.json()["version"] for r in responses) == list(range(2, uploads + 2))
+
+
+def test_an_upload_records_its_owner(
+    client: TestClient, auth_headers: dict[str, str], db_session: Any
+) -> None:
+    from service.db.models import CalibrationProfileRow
+
+    created = client.post("/v1/calibrations", json=calibration_body(), headers=auth_headers)
+    assert created.status_code == 201
+    row = db_session.get(CalibrationProfileRow, created.json()["id"])
+    assert row.owner == auth_headers["X-API-Key"].split("_")[1]

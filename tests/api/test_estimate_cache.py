@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,12 @@ from service.client.measurement_files import read_measurement_file
 from service.services.catalog import CatalogService
 
 GEMM = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
+
+
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit seeded catalog rows (which needs the admin scope)."""
+    return make_api_key("admin")
 
 
 def request(**overrides: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from support import make_test_settings
 
 from service.api.app import create_app
 from service.settings import Settings
@@ -23,7 +24,6 @@ ITEM = {
 def in_child(
     database_factory: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    from support import make_test_settings
 
     url = database_factory.seeded()  # type: ignore[attr-defined]
     settings: Settings = make_test_settings(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 HF_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit seeded catalog rows (which needs the admin scope)."""
+    return make_api_key("admin")
 
 
 def hf_config(name: str) -> dict[str, Any]:

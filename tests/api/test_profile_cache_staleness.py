@@ -24,6 +24,12 @@ SOURCE = "h100-sxm"
 TARGET = "a100-sxm-40gb"  # both have a measured bf16 matmul rate in the seeded catalog
 
 
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit seeded catalog rows (which needs the admin scope)."""
+    return make_api_key("admin")
+
+
 def estimate(client: TestClient, **overrides: Any) -> dict[str, Any]:
     # 8 × 1024 prompt tokens: prefill is compute-bound, so TTFT follows GEMM efficiency.
     body: dict[str, Any] = {

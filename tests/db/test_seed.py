@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from service.catalog_files import load_accelerator_records, load_model_records
 from service.db.catalog_repository import AcceleratorRepository, ModelRepository
 from service.services.seed import seed_catalog
+
+
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit or delete seeded catalog rows (needs the admin scope)."""
+    return make_api_key("admin")
 
 
 def records_with(accelerator_id: str, **changes: Any) -> list[dict[str, Any]]:

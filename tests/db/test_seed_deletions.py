@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,12 @@ from service.services.seed import SeedReport, seed_catalog
 from service.settings import Settings
 
 ACCELERATOR = "l4"
+
+
+@pytest.fixture
+def api_key(make_api_key: Callable[..., str]) -> str:
+    """An admin key: these tests edit or delete seeded catalog rows (needs the admin scope)."""
+    return make_api_key("admin")
 
 
 def reseed(database_url: str, *, restore_deleted: bool = False) -> SeedReport:

@@ -10,6 +10,7 @@ import multiprocessing
 from pathlib import Path
 
 from sqlalchemy import func, select
+from support import make_test_settings
 
 from service.db.migrate import is_at_head
 from service.db.models import AcceleratorRow
@@ -20,7 +21,6 @@ REPLICAS = 4
 
 
 def _start(url: str, data_dir: str, go: multiprocessing.synchronize.Event) -> None:
-    from support import make_test_settings
 
     settings = make_test_settings(
         url, Path(data_dir), migrate_on_startup=True, seed_on_startup=True
