@@ -24,8 +24,15 @@ def _number(value: Any) -> str:
     return f"{value:,}"
 
 
+def _source_key(source_id: str) -> tuple[str, int]:
+    """Sort ``M2`` before ``M10``; ids without a number (``HF``) sort by their letters."""
+    letters = source_id.rstrip("0123456789")
+    digits = source_id[len(letters) :]
+    return letters, int(digits) if digits else 0
+
+
 def _source_ids(ids: Iterable[str]) -> str:
-    return ", ".join(sorted(set(ids), key=lambda s: (s[0], int(s[1:]))))
+    return ", ".join(sorted(set(ids), key=_source_key))
 
 
 def _table(header: list[str], rows: Iterable[list[str]]) -> str:

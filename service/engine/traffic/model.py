@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.engine.efficiency import EfficiencyParams
+from service.engine.efficiency import EfficiencyParams, engine_only
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
@@ -221,6 +221,10 @@ class Replica:
             raise EngineError("max_num_batched_tokens must be at least 1")
         if scheduling not in POLICIES:
             raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
+        # Open-loop traffic: the model's shipped weights format when asked for, and only engine
+        # terms of a profile (the closed-loop harness terms describe another load pattern).
+        precision = precision.resolved(model.native_weights_dtype)
+        params = engine_only(params)
         config = scheduler_config(
             model,
             accelerator,
