@@ -12,10 +12,11 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl
 
+from service.services.errors import NESTING_MESSAGE
+
 NUL = "\x00"
 _JSON_NUL = b"\\u0000"
 NUL_MESSAGE = "must not contain the NUL character (U+0000)"
-NESTING_MESSAGE = "JSON is nested too deeply to parse; flatten the document"
 
 
 def nul_in_path(path: str) -> bool:

@@ -15,9 +15,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from service.api.heavy import HEAVY_RETRY_AFTER_S, HeavyWorkFullError
-from service.api.input_guard import NESTING_MESSAGE
 from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.services.errors import (
+    NESTING_MESSAGE,
     AuthenticationError,
     ConflictError,
     FieldError,

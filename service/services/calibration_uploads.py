@@ -55,7 +55,7 @@ from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
 from service.engine.shapes import ModelShape
-from service.services.errors import FieldError
+from service.services.errors import NESTING_MESSAGE, FieldError
 
 MAX_MISSING_COLUMNS = 32  # bound on the header probe loop
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -198,6 +198,8 @@ def decode_json_text(text: str, field: str = "file") -> Any:
     stripped = text.lstrip("\ufeff").strip()
     try:
         return json.loads(stripped)
+    except RecursionError as exc:
+        raise FieldError(field, NESTING_MESSAGE) from exc
     except json.JSONDecodeError as whole:
         try:
             return [json.loads(line) for line in stripped.splitlines() if line.strip()]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# A JSON body deeper than the parser's recursion limit (a RecursionError, once a 500).
+NESTING_MESSAGE = "JSON is nested too deeply to parse; flatten the document"
+
 
 class ServiceError(Exception):
     """Base class for expected failures of a service call."""
