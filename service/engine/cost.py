@@ -14,7 +14,7 @@ def usd_per_million_tokens(
 ) -> FloatArray:
     """Return $ per million tokens: price · GPUs · busy seconds / 3600 / tokens · 10^6.
 
-    Equivalent to physics.md's price × GPUs ÷ (3600 × tokens/s) × 10^6 with tokens/s =
+    Equivalent to docs/physics.md's price × GPUs ÷ (3600 × tokens/s) × 10^6 with tokens/s =
     tokens ÷ busy seconds. NaN when no price is known (None, or NaN per point) or no tokens.
     """
     if usd_per_gpu_hour is None:

@@ -28,11 +28,11 @@ class EfficiencyParams:
     """
 
     # Best-shape dense GEMM as a fraction of dense peak: H100 SXM MAMF 794.5/989 = 0.80 (bf16),
-    # 1402.6/1979 = 0.71 (fp8) — accelerators.md §3a, physics.md "Time".
+    # 1402.6/1979 = 0.71 (fp8) — docs/reference/accelerators.md §3a, docs/physics.md "Time".
     gemm_compute_efficiency_bf16: float = 0.80
     gemm_compute_efficiency_fp8: float = 0.71
     # GEMM rows (m = tokens) at which compute efficiency is half its maximum: × m / (m + m_half).
-    # Prior: the H100 bf16 table (benchmarks/h100/gemm.csv) reaches within ~10% of the best
+    # Prior: the H100 bf16 table (benchmarks/data/h100/gemm.csv) reaches within ~10% of the best
     # efficiency from m ≈ 512 rows, which m_half = 32 reproduces; same prior for fp8.
     gemm_half_efficiency_rows_bf16: float = 32.0
     gemm_half_efficiency_rows_fp8: float = 32.0
@@ -41,7 +41,8 @@ class EfficiencyParams:
     # reaches ~0.4 of the n = 16384 rate in gemm.csv), bf16 ≈ 0.
     gemm_half_efficiency_columns_bf16: float = 0.0
     gemm_half_efficiency_columns_fp8: float = 0.0
-    # GEMM weight/activation streaming as a fraction of HBM bandwidth (notes.md A9: 0.85–0.90);
+    # GEMM weight/activation streaming as a fraction of HBM bandwidth (docs/reference/notes.md A9:
+    # 0.85–0.90);
     # H100 fits 0.88 (bf16) and 0.80 (fp8 CUTLASS kernels).
     gemm_memory_bandwidth_efficiency_bf16: float = 0.85
     gemm_memory_bandwidth_efficiency_fp8: float = 0.85
@@ -49,21 +50,22 @@ class EfficiencyParams:
     # H100 fits 4.0 µs (bf16) and 5.7 µs (fp8).
     gemm_kernel_latency_us_bf16: float = 3.0
     gemm_kernel_latency_us_fp8: float = 3.0
-    # Other streaming kernels (embedding gather) as a fraction of HBM bandwidth (notes.md A9).
+    # Other streaming kernels (embedding gather) as a fraction of HBM bandwidth
+    # (docs/reference/notes.md A9).
     memory_bandwidth_efficiency: float = 0.85
     # Decode attention KV-cache reads, by KV dtype: FA3 decode on H100 reaches 3.1 TB/s = 0.93 of
-    # 3.35 TB/s on large batches (benchmarks/h100/decode_attention.csv); prior 0.90 for both.
+    # 3.35 TB/s on large batches (benchmarks/data/h100/decode_attention.csv); prior 0.90 for both.
     # H100 fits 0.89 (bf16 cache) and 0.71 (fp8 cache, dequantised in the kernel).
     kv_bandwidth_efficiency_bf16: float = 0.90
     kv_bandwidth_efficiency_fp8: float = 0.90
     # Causal prefill flash attention: ~670 TFLOP/s = 0.68 of 989 at 16k tokens
-    # (benchmarks/h100/prefill_attention.csv; FlashAttention-3 reports a similar 75%).
+    # (benchmarks/data/h100/prefill_attention.csv; FlashAttention-3 reports a similar 75%).
     attention_compute_efficiency: float = 0.65
     # Attention length (keys seen by the last query) at which attention compute efficiency is
     # half: × L / (L + L_half). Prior 0 (no length penalty); H100 prefill tables fit ≈ 940.
     attention_half_efficiency_tokens: float = 0.0
     # Fixed cost of one attention kernel (split-KV + combine): ~11–13 µs floor
-    # in benchmarks/h100/decode_attention.csv.
+    # in benchmarks/data/h100/decode_attention.csv.
     attention_kernel_latency_us: float = 12.0
     # Elementwise kernels per layer (2 norms, rotary, activation, residual): ~4 launches × 2 µs.
     layer_overhead_us: float = 8.0
@@ -81,7 +83,8 @@ class EfficiencyParams:
     # sequence per layer: the count it scales with is layers × sequences.
     sequence_layer_overhead_us: float = 0.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
-    # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8 (benchmarks/h100/nccl.csv).
+    # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8
+    # (benchmarks/data/h100/nccl.csv).
     collective_latency_us: float = 5.0
     collective_hop_latency_us: float = 0.8
     # Serving engines (vLLM, SGLang, TensorRT-LLM) reduce small tensor-parallel activations with a
@@ -90,11 +93,13 @@ class EfficiencyParams:
     # all-reduces of at most one_shot_allreduce_max_bytes (prior 512 KiB: these kernels target
     # decode-sized messages and hand larger ones to two-shot/NCCL). The latency is a fixed prior,
     # not fitted: the 2-GPU NCCL small-message all-reduce floor (6.2–6.4 µs for 2 KiB fp16 in
-    # benchmarks/h100/nccl.csv), where ring and one-shot both do a single exchange. The NCCL table
+    # benchmarks/data/h100/nccl.csv), where ring and one-shot both do a single exchange. The NCCL
+    # table
     # measures NCCL, not the custom kernel, so this is an assumption that it stays flat in TP.
     one_shot_allreduce_max_bytes: float = 524288.0
     one_shot_allreduce_latency_us: float = 6.3
-    # Bus bandwidth as a fraction of the per-direction link rate (notes.md A9: ~80–88%).
+    # Bus bandwidth as a fraction of the per-direction link rate (docs/reference/notes.md A9:
+    # ~80–88%).
     collective_bandwidth_efficiency: float = 0.85
     # Prefill tokens one serving step takes (vLLM max_num_batched_tokens, SGLang
     # chunked_prefill_size): 8192 is the common default on 80 GB-class GPUs.
@@ -224,7 +229,8 @@ def spec_sheet_efficiency(
 ) -> EfficiencyParams:
     """Return ``base`` with GEMM compute efficiency set to measured MAMF / peak where measured.
 
-    MAMF (maximum achievable matmul FLOP/s, accelerators.md §3a) is the best large dense GEMM
+    MAMF (maximum achievable matmul FLOP/s, docs/reference/accelerators.md §3a) is the best large
+    dense GEMM
     rate found on that accelerator, i.e. exactly what ``gemm_compute_efficiency_<dtype>`` means
     as a fraction of peak; dtype groups without a measurement keep ``base``.
     """

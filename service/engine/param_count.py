@@ -13,7 +13,8 @@ class ParameterCount:
 
     ``active`` counts what one token touches: the input embedding row table, attention, norms,
     dense FFNs, routers, the top-k routed experts plus shared experts, and the LM head. It
-    includes the input embedding (the convention of models.md §4, e.g. DeepSeek-V3 37.55B);
+    includes the input embedding (the convention of docs/reference/models.md §4, e.g. DeepSeek-V3
+    37.55B);
     ``active_excluding_embedding`` drops the input-embedding table (OpenAI's convention for
     gpt-oss, 5.13B for 120b) but keeps a tied table, which the LM head still multiplies by.
     Not counted: learned position embeddings (OPT), attention sinks (gpt-oss), LayerNorm

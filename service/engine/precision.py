@@ -14,7 +14,8 @@ WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
 ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
 # Quantisation scale bytes stored per weight element, for sub-16-bit weights:
-# - fp8/int8: one fp32 scale per 128×128 block (DeepSeek-V3 fp8 checkpoints, notes.md B1);
+# - fp8/int8: one fp32 scale per 128×128 block (DeepSeek-V3 fp8 checkpoints,
+# docs/reference/notes.md B1);
 #   per-channel or per-tensor scales are smaller still.
 # - int4/fp4: one 8-bit scale per 32 weights (MXFP4 block size; AWQ/GPTQ with a 16-bit scale
 #   per 128 weights and packed zeros is about the same, 0.02–0.03 B).

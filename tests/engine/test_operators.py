@@ -132,16 +132,19 @@ def test_decode_flops_match_independent_count_dense(h100: Accelerator) -> None:
     attention = 4 * m.num_heads * m.head_dim * (context + 1) * m.num_layers
     expected = 2 * _dense_active_params_without_embedding(m) + attention
     assert float(step.total.flops) == pytest.approx(expected, rel=1e-3)
-    # models.md §4: Llama-3.1-8B 8.030B total; minus the 0.525B input embedding and norms.
+    # docs/reference/models.md §4: Llama-3.1-8B 8.030B total; minus the 0.525B input embedding and
+    # norms.
     assert _dense_active_params_without_embedding(m) == pytest.approx(8.030e9 - 0.525e9, rel=0.002)
 
 
 @pytest.mark.parametrize(
     ("model", "active_params", "attention_per_token_per_context"),
     [
-        # models.md §4: Mixtral 12.88B active incl. embedding (32000·4096); GQA attention term.
+        # docs/reference/models.md §4: Mixtral 12.88B active incl. embedding (32000·4096); GQA
+        # attention term.
         (mixtral_8x7b(), 12.88e9 - 32000 * 4096, 4 * 32 * 128 * 32),
-        # models.md §4: DeepSeek-V3 37.55B active incl. embedding (129280·7168); absorbed MLA
+        # docs/reference/models.md §4: DeepSeek-V3 37.55B active incl. embedding (129280·7168);
+        # absorbed MLA
         # attention: 2·n_h·((kv_lora + rope) + kv_lora) per layer per cached token.
         (deepseek_v3(), 37.55e9 - 129280 * 7168, 2 * 128 * (576 + 512) * 61),
     ],

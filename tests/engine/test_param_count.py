@@ -49,7 +49,8 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     "opt-30b": (29.975, 29.975),
     "opt-66b": (65.720, 65.720),
     "falcon-40b": (41.30, 41.30),
-    # Not in models.md: counted by hand in tests/engine/test_hf_import.py (text model only).
+    # Not in docs/reference/models.md: counted by hand in tests/engine/test_hf_import.py (text
+    # model only).
     "llama-4-scout": (107.77, 17.17),
 }
 # docs/reference/models.md §4: active excluding the input-embedding table (OpenAI's convention

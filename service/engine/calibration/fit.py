@@ -223,7 +223,7 @@ class CalibrationResult:
         return out
 
     def fit_summary(self) -> dict[str, object]:
-        """The profile's ``fit`` object: counts and per kind/metric errors (api.md)."""
+        """The profile's ``fit`` object: counts and per kind/metric errors (docs/api.md)."""
         metrics: dict[str, object] = {}
         for key, q in self.quality.items():
             metrics[key] = {

@@ -16,7 +16,7 @@ How an interval is built, for a prediction ``p`` of metric ``M`` (``ttft_ms`` or
 
    - transfer (a profile fitted on another accelerator): ``s_t = TRANSFER_LOG_SIGMA`` = 0.10.
      Source of the magnitude: the best-shape GEMM fraction of peak spans 80–87% across
-     A100/H100/GH200 (reference/accelerators.md §3a) and achieved HBM fractions span ~84–92%
+     A100/H100/GH200 (docs/reference/accelerators.md §3a) and achieved HBM fractions span ~84–92%
      (§3b), i.e. about ±10% between family members that the transfer cannot see.
    - distance from the calibration data: ``s_d = DISTANCE_LOG_SIGMA · d`` with 0.05 per
      doubling, where ``d`` is the number of doublings (log2) by which the query lies outside

@@ -93,8 +93,8 @@ _OP_ALIASES: Mapping[str, str] = {
     "all_to_all": "alltoall",
     "send": "send",
 }
-# Argonne LLM-Inference-Bench labels (SOURCES.md §1). H100 rows ran on an ALCF gpu_h100 queue,
-# assumed SXM; the A100 memory size is not stated in the files.
+# Argonne LLM-Inference-Bench labels (benchmarks/data/README.md). H100 rows ran on an ALCF gpu_h100
+# queue, assumed SXM; the A100 memory size is not stated in the files.
 ARGONNE_HARDWARE: Mapping[str, str] = {
     "Nvidia H100 GPU": "h100-sxm",
     "Nvidia A100 GPU": "a100-sxm",
@@ -311,7 +311,8 @@ def _argonne(r: _Row, warnings: list[str]) -> Measurement | None:
     latency_s = r.number("Latency")
     throughput = r.optional_number("Throughput")
     if throughput is not None and latency_s > 0:
-        implied = batch * 2 * length / latency_s  # total (input+output) tokens/s, SOURCES.md §1
+        # total (input+output) tokens/s, benchmarks/data/README.md
+        implied = batch * 2 * length / latency_s
         if abs(throughput / implied - 1.0) > 0.05:
             warnings.append(
                 f"row {r.index}: Throughput {throughput:.1f} ≠ B·2L/Latency {implied:.1f}"
@@ -321,7 +322,8 @@ def _argonne(r: _Row, warnings: list[str]) -> Measurement | None:
         batch_size=batch,
         input_tokens=length,
         output_tokens=length,
-        weights_dtype="fp16",  # both vLLM and TensorRT-LLM runs used float16 (SOURCES.md §1)
+        # both vLLM and TensorRT-LLM runs used float16 (benchmarks/data/README.md)
+        weights_dtype="fp16",
         tp=r.integer("Num of Hardware"),
         latency_ms=1000.0 * latency_s,
         backend=backend,
@@ -788,7 +790,7 @@ def _from_dict(r: _Row, kind: str) -> Measurement:
 
 
 def parse_measurement_dicts(items: Iterable[Mapping[str, Any]]) -> ParseResult:
-    """Parse API-shaped measurement objects (``{"kind": "gemm", ...}``, see api.md)."""
+    """Parse API-shaped measurement objects (``{"kind": "gemm", ...}``, see docs/api.md)."""
     out: list[Measurement] = []
     warnings: list[str] = []
     for index, item in enumerate(items, start=1):
