@@ -931,7 +931,11 @@ ISSUE_11_NOTES = (
     "from 62.6% to 96.7% and its TPOT to 19.5% (seen); the harness terms describe the load "
     "generator shared by all three backends' runs, so they are kept: TPOT 12.1% (spec sheet "
     "12.7%), TTFT 65.0%; pooled leave-model-out TPOT 8.5% before the fallback, 8.0% with its "
-    "first version, 7.3% now (the 8% target was met only after this change). Its extrapolation "
+    "first version, 7.3% after it (the 8% target was met only after this change). These "
+    "figures were measured before the engine-physics changes (decimal HBM capacity, smooth "
+    "all-reduce, native weight dtypes) were merged; on the merged code, which the tables above "
+    "show, the SGLang group is TPOT 11.0% (spec sheet 11.5%) and the pooled TPOT 7.5%. "
+    "Its extrapolation "
     "spread is "
     "recorded as the `backend` kind (section 11a). "
     '(5) gpt-oss-120b runs as 4-bit weights with bf16 compute (`Precision(weights="fp4", '

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -108,10 +109,21 @@ def test_bad_list_parameters_are_422(client: TestClient, params: dict[str, Any])
     assert response.json()["errors"][0]["field"] == next(iter(params))
 
 
-def test_malformed_cursor_is_422(client: TestClient) -> None:
-    response = client.get("/v1/accelerators", params={"cursor": "not-a-cursor"})
+@pytest.mark.parametrize("cursor", ["%%%", "a", "abcde", "x" * 401])
+def test_cursor_outside_its_pattern_is_422(client: TestClient, cursor: str) -> None:
+    response = client.get("/v1/accelerators", params={"cursor": cursor})
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "cursor"
+
+
+def test_any_cursor_of_the_pattern_names_a_position(client: TestClient) -> None:
+    # The document promises that every string of the cursor pattern is accepted: it decodes to
+    # a position in id order ("h1" is after "gh200" and before "h100-pcie").
+    cursor = base64.urlsafe_b64encode(b"h1").decode().rstrip("=")
+    page = client.get("/v1/accelerators", params={"cursor": cursor, "limit": 1}).json()
+    assert [item["id"] for item in page["items"]] == ["h100-nvl"]
+    for garbage in ("____", "AA"):  # bytes that are not UTF-8; a NUL (PostgreSQL has none)
+        assert client.get("/v1/accelerators", params={"cursor": garbage}).status_code == 200
 
 
 def test_crud_round_trip(client: TestClient, auth_headers: dict[str, str]) -> None:
