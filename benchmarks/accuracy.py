@@ -498,11 +498,12 @@ def _a100_memory_evidence(
     out()
     big = [(r, a, h) for r, a, h in matched if r.tp == 4]
     if big:
-        model = max(
-            {r.model for r, _, _ in big}, key=lambda m: shapes[m].hidden_size * shapes[m].num_layers
-        )
-        shape = shapes[model]
-        weights_gb = weight_bytes_per_gpu(shape, Precision(), Parallelism(tp=4)).total_bytes / 1e9
+        # The most weight bytes per GPU (ties broken by id: the section is the same every run).
+        def tp4_weight_bytes(m: str) -> float:
+            return weight_bytes_per_gpu(shapes[m], Precision(), Parallelism(tp=4)).total_bytes
+
+        model = max(sorted({r.model for r, _, _ in big}), key=tp4_weight_bytes)
+        weights_gb = tp4_weight_bytes(model) / 1e9
         room = {t: 0.9 * accs[t].memory_gb - weights_gb for t in bw}
         out(
             f"   {model}: {weights_gb:.1f} GB of bf16 weights per GPU leaves "
