@@ -36,7 +36,7 @@ from service.api.schemas.analysis import (
     IntensityResponse,
     ProblemOut,
 )
-from service.api.schemas.traffic import LengthDistributionIn, TrafficIn
+from service.api.schemas.traffic import LengthDistributionIn, StreamIn, TrafficIn
 from service.engine.errors import (
     ContextWindowError,
     EngineError,
@@ -196,25 +196,32 @@ def lengths_request(value: int | LengthDistributionIn | None) -> int | LengthReq
     )
 
 
+def stream_fields(traffic: StreamIn) -> dict[str, Any]:
+    """The TrafficRequest fields an estimate's and a plan's traffic objects share."""
+    return {
+        "process": traffic.arrival.process,
+        "cv": traffic.arrival.cv,
+        "input_tokens": lengths_request(traffic.input_tokens),
+        "output_tokens": lengths_request(traffic.output_tokens),
+        "max_num_batched_tokens": traffic.max_num_batched_tokens,
+        "max_running_requests": traffic.max_running_requests,
+        "scheduling": traffic.scheduling,
+        "seed": traffic.seed,
+        "prefix_cache_hit_rate": traffic.prefix_cache_hit_rate,
+        "draft_tokens": traffic.speculative.draft_tokens if traffic.speculative else 0,
+        "acceptance_rate": traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
+    }
+
+
 def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
     """Translate the traffic object into the service's terms (None when absent)."""
     if traffic is None:
         return None
     return TrafficRequest(
         request_rate_per_s=traffic.request_rate_per_s,
-        process=traffic.arrival.process,
-        cv=traffic.arrival.cv,
-        input_tokens=lengths_request(traffic.input_tokens),
-        output_tokens=lengths_request(traffic.output_tokens),
-        max_num_batched_tokens=traffic.max_num_batched_tokens,
-        max_running_requests=traffic.max_running_requests,
-        scheduling=traffic.scheduling,
         num_requests=traffic.num_requests,
-        seed=traffic.seed,
-        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
-        draft_tokens=traffic.speculative.draft_tokens if traffic.speculative else 0,
-        acceptance_rate=traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
         slo=slo_pairs(traffic.slo.model_dump()) if traffic.slo is not None else (),
+        **stream_fields(traffic),
     )
 
 

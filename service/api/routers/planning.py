@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, SessionDep, SettingsDep
 from service.api.heavy_calls import run_heavy
-from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget, lengths_request
+from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget, stream_fields
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
 from service.api.schemas.traffic import PlanTrafficIn
 from service.engine.precision import Precision
@@ -85,19 +85,7 @@ def plan_traffic(traffic: PlanTrafficIn | None, rate: float | None) -> TrafficRe
     if traffic is None:
         return None
     return TrafficRequest(
-        request_rate_per_s=rate or 1.0,
-        process=traffic.arrival.process,
-        cv=traffic.arrival.cv,
-        input_tokens=lengths_request(traffic.input_tokens),
-        output_tokens=lengths_request(traffic.output_tokens),
-        max_num_batched_tokens=traffic.max_num_batched_tokens,
-        max_running_requests=traffic.max_running_requests,
-        scheduling=traffic.scheduling,
-        num_requests=traffic.num_requests,
-        seed=traffic.seed,
-        prefix_cache_hit_rate=traffic.prefix_cache_hit_rate,
-        draft_tokens=traffic.speculative.draft_tokens if traffic.speculative else 0,
-        acceptance_rate=traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
+        request_rate_per_s=rate or 1.0, num_requests=traffic.num_requests, **stream_fields(traffic)
     )
 
 

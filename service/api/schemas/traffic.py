@@ -90,12 +90,11 @@ class TrafficSloIn(BaseModel):
     e2e_latency_ms_p99_max: LatencyTarget | None = None
 
 
-class TrafficIn(BaseModel):
-    """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
+class StreamIn(BaseModel):
+    """Lengths, arrivals and scheduler of a simulated request stream (estimates and plans)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    request_rate_per_s: Rate
     arrival: ArrivalIn = Field(default_factory=ArrivalIn)
     input_tokens: Lengths | None = Field(
         default=None,
@@ -122,6 +121,25 @@ class TrafficIn(BaseModel):
     scheduling: Scheduling | None = Field(
         default=None, description="decode_first (vLLM, TensorRT-LLM) or prefill_first (SGLang)."
     )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    prefix_cache_hit_rate: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt found in the prefix cache: not prefilled again.",
+    )
+    speculative: SpeculativeIn | None = Field(
+        default=None,
+        description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
+        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
+    )
+
+
+class TrafficIn(StreamIn):
+    """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
+
+    request_rate_per_s: Rate
     num_requests: int = Field(
         default=DEFAULT_SIMULATED_REQUESTS,
         ge=MIN_SIMULATED_REQUESTS,
@@ -129,57 +147,21 @@ class TrafficIn(BaseModel):
         strict=True,
         description="Requests in the simulated stream (more: steadier tails, slower answer).",
     )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
-    prefix_cache_hit_rate: float = Field(
-        default=0.0,
-        ge=0,
-        lt=1,
-        allow_inf_nan=False,
-        description="Share of each prompt found in the prefix cache: not prefilled again.",
-    )
-    speculative: SpeculativeIn | None = Field(
-        default=None,
-        description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
-        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
-    )
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
     )
 
 
-class PlanTrafficIn(BaseModel):
+class PlanTrafficIn(StreamIn):
     """Traffic of a plan: its rate is the plan's requests_per_s, its targets the slo's
     percentile fields; this object shapes the stream and the scheduler."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    arrival: ArrivalIn = Field(default_factory=ArrivalIn)
-    input_tokens: Lengths | None = None
-    output_tokens: Lengths | None = None
-    max_num_batched_tokens: int | None = Field(
-        default=None, ge=64, le=MAX_TRAFFIC_TOKENS, strict=True
-    )
-    max_running_requests: int | None = Field(default=None, ge=1, le=65_536, strict=True)
-    scheduling: Scheduling | None = None
     num_requests: int = Field(
         default=300,
         ge=MIN_SIMULATED_REQUESTS,
         le=MAX_SIMULATED_REQUESTS,
         strict=True,
         description="Requests per sizing run (fewer than an estimate's 600: a plan runs many).",
-    )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
-    prefix_cache_hit_rate: float = Field(
-        default=0.0,
-        ge=0,
-        lt=1,
-        allow_inf_nan=False,
-        description="Share of each prompt found in the prefix cache: not prefilled again.",
-    )
-    speculative: SpeculativeIn | None = Field(
-        default=None,
-        description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
-        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
     )
     headroom: float = Field(
         default=0.2,
