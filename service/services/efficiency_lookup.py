@@ -50,7 +50,7 @@ INTERVAL_FIELDS = ("ttft_ms_p10", "ttft_ms_p90", "tpot_ms_p10", "tpot_ms_p90")
 
 @dataclass(frozen=True, slots=True)
 class ResolvedEfficiency:
-    """Engine parameters and the profile they came from (``{"id", "name", "transferred_from"}``).
+    """Engine parameters and the profile they came from (``{"id", "name", "backend", ...}``).
 
     ``calibration`` is None when the answer uses the uncalibrated priors. ``profile`` is the
     stored fit (``CalibrationResult.to_dict()``) whose held-out residuals give the intervals,
@@ -96,7 +96,26 @@ def _find(
         return row
     if backend:
         return repo.newest(accelerator_id, backend) or repo.newest(accelerator_id, "")
-    return repo.newest(accelerator_id, None)
+    # No backend named: only profiles fitted without one. Another backend's profile (its host
+    # overheads, its harness) is never applied to a request that did not ask for that backend.
+    return repo.newest(accelerator_id, "")
+
+
+def choice_reason(calibration: str, backend: str | None, chosen: Mapping[str, Any]) -> str:
+    """Say why ``calibration`` (with the request's ``backend``) chose the profile ``chosen``."""
+    if calibration != AUTO:
+        return "the profile named by id"
+    if chosen.get("backend"):
+        return f"auto: the newest profile of backend {chosen['backend']} for this accelerator"
+    if backend:
+        return (
+            f"auto: no profile of backend {backend} for this accelerator; the newest one "
+            "fitted without a backend"
+        )
+    return (
+        "auto: the newest profile fitted without a backend for this accelerator (name a "
+        "backend to use that backend's profiles)"
+    )
 
 
 def resolve_efficiency(
@@ -127,7 +146,12 @@ def resolve_efficiency(
             params, prior = moved, (PRIOR_MEASURED if moved != params else None)
     return ResolvedEfficiency(
         params=params,
-        calibration={"id": row.id, "name": row.name, "transferred_from": transferred_from},
+        calibration={
+            "id": row.id,
+            "name": row.name,
+            "backend": row.backend or None,
+            "transferred_from": transferred_from,
+        },
         profile=row.result,
         transferred=transferred_from is not None,
         efficiency_prior=prior,
@@ -135,19 +159,19 @@ def resolve_efficiency(
 
 
 def _newest_id(backend: Any) -> ColumnElement[Any]:
-    """Newest profile id for the bound ``accelerator_id`` and ``backend`` (None: any backend)."""
+    """Newest profile id for the bound ``accelerator_id`` and ``backend`` ("": none)."""
     table = CalibrationProfileRow
-    stmt = select(table.id).where(table.accelerator == bindparam("accelerator_id"))
-    if backend is not None:
-        stmt = stmt.where(table.backend == backend)
+    stmt = select(table.id).where(
+        table.accelerator == bindparam("accelerator_id"), table.backend == backend
+    )
     return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
 
 
 def profile_id_column(backend: str | None, calibration: str) -> tuple[str, ColumnElement[Any]]:
     """Return a cache key and a column selecting the profile id ``calibration`` resolves to.
 
-    Mirrors ``resolve_efficiency``: the newest profile with this backend, else one stored
-    without a backend; the newest of any backend without one; or the given id if it exists.
+    Mirrors ``_find``: the newest profile with this backend, else one stored without a
+    backend; without a backend, the newest stored without one; or the given id if it exists.
     The column binds ``accelerator_id``, ``backend`` and ``profile_id``.
     """
     table = CalibrationProfileRow
@@ -155,7 +179,7 @@ def profile_id_column(backend: str | None, calibration: str) -> tuple[str, Colum
         return "id", select(table.id).where(table.id == bindparam("profile_id")).scalar_subquery()
     if backend:
         return "auto-backend", func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
-    return "auto-any", _newest_id(None)
+    return "auto-generic", _newest_id("")
 
 
 def linked_profile(backend: str | None, calibration: str) -> tuple[str, Subquery]:

@@ -37,6 +37,7 @@ from service.services.efficiency_lookup import (
     AUTO,
     NONE,
     ResolvedEfficiency,
+    choice_reason,
     interval_columns,
     linked_profile,
     profile_cache,
@@ -110,6 +111,20 @@ def json_floats(values: npt.ArrayLike) -> list[Any]:
     cleaned = array.astype(object)
     cleaned[~finite] = None
     return list(cleaned.tolist())
+
+
+def _calibration_out(
+    target: AnalysisTarget,
+    resolved: ResolvedEfficiency,
+    extrapolation: list[dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:
+    """The answer's ``calibration`` object: the profile used, why, and (estimates) what of the
+    request lies outside its domain; None for the spec sheet."""
+    if resolved.calibration is None:
+        return None
+    reason = choice_reason(target.calibration, target.backend, resolved.calibration)
+    out = {**resolved.calibration, "reason": reason}
+    return out if extrapolation is None else {**out, "extrapolation": extrapolation}
 
 
 def _target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
@@ -417,7 +432,7 @@ class AnalysisService:
             "context_tokens": result.context_tokens,
             **_target_echo(target, result.precision),
             "compute_dtype": result.compute_dtype,
-            "calibration": resolved.calibration,
+            "calibration": _calibration_out(target, resolved),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,
@@ -625,11 +640,7 @@ class AnalysisService:
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,
             "gpus_per_replica": result.gpus_per_replica,
-            "calibration": (
-                None
-                if resolved.calibration is None
-                else {**resolved.calibration, "extrapolation": extrapolation or []}
-            ),
+            "calibration": _calibration_out(target, resolved, extrapolation or []),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,

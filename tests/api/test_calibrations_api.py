@@ -519,7 +519,9 @@ def test_auto_uses_the_newest_profile_with_intervals(
     assert auto["calibration"] == {
         "id": serving_profile["id"],
         "name": "qwen3 serving",
+        "backend": "trtllm",
         "transferred_from": None,
+        "reason": "auto: the newest profile of backend trtllm for this accelerator",
     }
     # the profile was fitted on fp8 runs at concurrency >= 8: bf16 and concurrency 1 lie outside
     by_dimension = {e["dimension"]: e for e in outside}

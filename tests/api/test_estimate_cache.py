@@ -112,10 +112,13 @@ def test_new_profile_is_picked_by_auto(client: TestClient, auth_headers: dict[st
     profile = response.json()
     auto = estimate(client, calibration="auto")
     assert auto["calibration"] is not None and auto["calibration"]["id"] == profile["id"]
-    assert estimate(client, calibration=profile["id"]) == auto
-    # A backend-specific request falls back to the profile stored without a backend.
-    assert (
-        estimate(client, calibration="auto", backend="vllm")["calibration"] == auto["calibration"]
-    )
+    by_id = estimate(client, calibration=profile["id"])
+    assert by_id["calibration"].pop("reason") == "the profile named by id"
+    assert auto["calibration"].pop("reason").startswith("auto: the newest profile fitted without")
+    assert by_id == auto
+    # A backend-specific request falls back to the profile stored without a backend, and says so.
+    fallback = estimate(client, calibration="auto", backend="vllm")["calibration"]
+    assert fallback["id"] == auto["calibration"]["id"]
+    assert "no profile of backend vllm" in fallback["reason"]
     missing = client.post("/v1/estimates", json=request(calibration="cal_missing"))
     assert missing.status_code == 404

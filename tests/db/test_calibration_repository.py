@@ -129,6 +129,9 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     auto_vllm = resolve_efficiency(db_session, "h100-sxm", "vllm", "auto")
     assert auto_vllm.calibration is not None and auto_vllm.calibration["id"] == "cal_plain"
     assert auto_vllm.params.step_overhead_us == 111.0
+    # Naming no backend never takes another backend's profile, however new (cal_trt is newer).
+    auto_generic = resolve_efficiency(db_session, "h100-sxm", None, "auto")
+    assert auto_generic.calibration is not None and auto_generic.calibration["id"] == "cal_plain"
     auto_trt = resolve_efficiency(db_session, "h100-sxm", "trtllm", "auto")
     assert auto_trt.calibration is not None and auto_trt.calibration["id"] == "cal_trt"
     assert auto_trt.params.step_overhead_us == 222.0 and not auto_trt.transferred
@@ -136,7 +139,12 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert none.params == spec_sheet_efficiency(h100) and none.calibration is None
 
     moved = resolve_efficiency(db_session, "h200-sxm", None, "cal_trt")
-    assert moved.calibration == {"id": "cal_trt", "name": "p", "transferred_from": "h100-sxm"}
+    assert moved.calibration == {
+        "id": "cal_trt",
+        "name": "p",
+        "backend": "trtllm",
+        "transferred_from": "h100-sxm",
+    }
     assert moved.transferred and moved.params.step_overhead_us == 222.0
     # Fitted fp8 compute efficiency (prior 0.71 here) moves by H200/H100 measured fp8 fraction.
     fp8_ratio = (1453.4 / h200.peak_tflops["fp8"]) / (1402.6 / h100.peak_tflops["fp8"])

@@ -88,8 +88,9 @@ class AnalysisRequest(BaseModel):
     backend: Backend | None = Field(default=None, description="e.g. vllm, sglang, trtllm.")
     calibration: Calibration = Field(
         default="auto",
-        description='"auto" (newest profile for accelerator and backend, else none), "none" '
-        "(spec-sheet roofline) or a calibration profile id.",
+        description='"auto" (the newest profile for the accelerator and the request backend, '
+        "else one fitted without a backend; with no backend named, only profiles fitted "
+        'without one; else none), "none" (spec-sheet roofline) or a calibration profile id.',
     )
 
 
@@ -172,7 +173,16 @@ class CalibrationOut(BaseModel):
 
     id: str
     name: str
+    backend: str | None = Field(
+        default=None, description="The backend the profile was fitted on (null: none named)."
+    )
     transferred_from: str | None = None
+    reason: str | None = Field(
+        default=None,
+        description='Why this profile: named by id, or how "auto" chose it (the newest profile '
+        "of the request's backend, else one fitted without a backend; a request naming no "
+        "backend uses only profiles fitted without one).",
+    )
     extrapolation: list[ExtrapolationOut] = Field(
         default_factory=list,
         description="What of this request lies outside the profile's fitted domain; the 80% "
