@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
@@ -98,3 +99,14 @@ async def read_catalog(request: Request, read: Callable[[CatalogService], T]) ->
 CatalogDep = Annotated[CatalogService, Depends(get_catalog, scope="function")]
 WriteAccess = Depends(require_write, scope="function")
 ReadAccess = Depends(require_read, scope="function")
+
+
+def route_writes(route: APIRoute) -> bool:
+    """Return whether ``route`` depends on ``require_write`` (directly or through another)."""
+    stack = list(route.dependant.dependencies)
+    while stack:
+        dependant = stack.pop()
+        if dependant.call is require_write:
+            return True
+        stack.extend(dependant.dependencies)
+    return False

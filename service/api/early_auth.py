@@ -16,20 +16,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import compile_path
 from starlette.types import Scope
 
-from service.api.deps import require_write
+from service.api.deps import require_write, route_writes
 from service.api.keys import KeyVerifier, api_key_header, well_formed
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-def _writes(route: APIRoute) -> bool:
-    stack = list(route.dependant.dependencies)
-    while stack:
-        dependant = stack.pop()
-        if dependant.call is require_write:
-            return True
-        stack.extend(dependant.dependencies)
-    return False
 
 
 class EarlyAuth:
@@ -44,7 +34,7 @@ class EarlyAuth:
             found = []
             for context in iter_route_contexts(scope["app"].routes):
                 route, path = context.original_route, context.path_format
-                if isinstance(route, APIRoute) and path is not None and _writes(route):
+                if isinstance(route, APIRoute) and path is not None and route_writes(route):
                     pattern = compile_path(path)[0]
                     found += [(m, pattern) for m in route.methods or () if m in BODY_METHODS]
             self._routes = found

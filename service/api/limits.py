@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from service.api.deps import require_write
+from service.api.deps import route_writes
 from service.api.keys import KeyVerifier, parse_networks
 from service.api.problems import PROBLEM_MEDIA_TYPE
 from service.api.ratelimit import RateLimitMiddleware, RateRule
@@ -106,16 +106,6 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 PROBLEM_RESPONSES = problem_responses(401, 403, 404, 409, 412, 413, 422, 429)
 
 
-def _writes(route: APIRoute) -> bool:
-    stack = list(route.dependant.dependencies)
-    while stack:
-        dependant = stack.pop()
-        if dependant.call is require_write:
-            return True
-        stack.extend(dependant.dependencies)
-    return False
-
-
 def _api_routes(app: FastAPI) -> list[tuple[str, str, APIRoute]]:
     """List ``(method, path, route)`` of every API route, including those of included routers."""
     found: list[tuple[str, str, APIRoute]] = []
@@ -178,7 +168,7 @@ def document_problems(app: FastAPI, rate_limited: set[tuple[str, str]]) -> None:
                     continue
                 _document_operation(
                     operation,
-                    writes=_writes(route),
+                    writes=route_writes(route),
                     rate_limited=(method.upper(), path) in rate_limited,
                     has_body="requestBody" in operation,
                 )
