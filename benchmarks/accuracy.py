@@ -36,6 +36,7 @@ from service.engine.calibration.end_to_end import RunPredictions, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import Interval, extra_spread, residual_quantiles
 from service.engine.calibration.kernel_models import KernelBatch
+from service.engine.calibration.priors import prior_backend, with_engine_priors
 from service.engine.calibration.measurements import (
     GemmMeasurement,
     Measurement,
@@ -46,6 +47,7 @@ from service.engine.calibration.quality import ErrorStats, error_stats
 from service.engine.calibration.run_predictor import batch_of
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
+    EfficiencyParams,
     spec_sheet_efficiency,
     transfer_efficiency,
 )
@@ -58,6 +60,12 @@ from service.engine.shapes import ModelShape
 RESULT = Path(__file__).resolve().parent / "results" / "accuracy.md"
 PRIOR = DEFAULT_EFFICIENCY
 Run = StaticMeasurement | ServingMeasurement
+
+
+def spec_sheet(accelerator: Accelerator, runs: Sequence[Run]) -> EfficiencyParams:
+    """What ``calibration: none`` gives a request naming the runs' backend (one backend)."""
+    backend = prior_backend([r.backend for r in runs])
+    return with_engine_priors(spec_sheet_efficiency(accelerator), backend)
 
 lines: list[str] = []
 
@@ -319,7 +327,7 @@ def _heldout_rows(
     for name, train, test in folds:
         result = fit([*kernels, *train], accelerator, shapes, cross_validate=True)
         calibrated = result.predict(test, accelerator, shapes)
-        uncalibrated = predict_runs(test, accelerator, shapes, PRIOR)
+        uncalibrated = predict_runs(test, accelerator, shapes, spec_sheet(accelerator, test))
         COVERAGE.add(coverage_label, result, calibrated, transferred=False)
         GROUPS.add(coverage_label, name, result, calibrated, test)
         row = [name, str(len(test))]
@@ -575,7 +583,7 @@ def transfer_section(
                 efficiency=transfer_efficiency(result.efficiency, h100, acc),
             )
             calibrated = moved.predict(mine, acc, shapes)
-            uncalibrated = predict_runs(mine, acc, shapes, spec_sheet_efficiency(acc))
+            uncalibrated = predict_runs(mine, acc, shapes, spec_sheet(acc, mine))
             after = error_stats(calibrated.predicted, calibrated.measured)
             if counted:
                 COVERAGE.add(f"transfer {backend} → {target}", moved, calibrated, transferred=True)
@@ -819,11 +827,10 @@ def spec_sheet_section(
 ) -> None:
     """Spec sheet alone: median predicted / measured per model and TP degree."""
     static, _ = argonne_static("h100-sxm", aliases)
-    prior = spec_sheet_efficiency(h100)
     out("## 10. Spec sheet alone — median predicted / measured")
     out()
     out(
-        "`calibration: none` on H100 (`spec_sheet_efficiency`), no fit. Static: every Argonne "
+        "`calibration: none` on H100 naming the runs' backend (`spec_sheet_efficiency` with that backend's engine priors, `priors.with_engine_priors`), no fit. Static: every Argonne "
         f"H100 batch; serving: runs at concurrency ≤ {LOW_CONCURRENCY} (TPOT; TTFT shown for "
         "context, it carries the harness's queueing). Target: median ratio 0.9–1.1 per model "
         "and TP degree."
@@ -836,7 +843,7 @@ def spec_sheet_section(
                 mine = [
                     r for r in static if r.backend == backend and r.model == model and r.tp == tp
                 ]
-                pred = predict_runs(mine, h100, shapes, prior)
+                pred = predict_runs(mine, h100, shapes, spec_sheet(h100, mine))
                 ratio = float(np.median(pred.predicted / pred.measured))
                 name = f"static · {backend} · {model} · tp{tp}"
                 check(f"spec-sheet ratio {name}", ratio, 0.9, 1.1)
@@ -850,7 +857,7 @@ def spec_sheet_section(
         ]
         if not mine:
             continue
-        pred = predict_runs(mine, h100, shapes, prior)
+        pred = predict_runs(mine, h100, shapes, spec_sheet(h100, mine))
         k = pred.metric == "serving.tpot_ms"
         t = pred.metric == "serving.ttft_ms"
         ratio = float(np.median(pred.predicted[k] / pred.measured[k]))

@@ -1,7 +1,8 @@
 """Resolve a request's ``calibration`` value into the efficiency parameters the engine uses.
 
 ``"none"`` is the spec-sheet roofline with the efficiency priors, whose GEMM compute efficiency
-is the accelerator's measured matmul fraction (MAMF / peak) where the catalog has one.
+is the accelerator's measured matmul fraction (MAMF / peak) where the catalog has one, and whose
+engine overheads are the named backend's priors (``calibration.priors``; generic without one).
 ``"auto"`` picks the newest stored profile for the accelerator and backend: one with exactly
 that backend, else one stored without a backend; a request without a backend takes the newest
 of any backend; no profile means the priors. Any other value is a profile id; a profile fitted
@@ -27,6 +28,7 @@ from service.db.calibration_repository import CalibrationRepository
 from service.db.models import AcceleratorRow, CalibrationProfileRow
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
+from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     EfficiencyParams,
@@ -70,14 +72,21 @@ class ResolvedEfficiency:
 UNCALIBRATED = ResolvedEfficiency(params=DEFAULT_EFFICIENCY, calibration=None)
 
 
-def uncalibrated(accelerator: Accelerator | None) -> ResolvedEfficiency:
-    """Return the priors for an accelerator: its measured matmul fractions where known."""
-    if accelerator is None or not uses_measured_matmul(accelerator):
+def uncalibrated(accelerator: Accelerator | None, backend: str | None = None) -> ResolvedEfficiency:
+    """Return the priors for an accelerator and backend.
+
+    GEMM compute efficiencies are the accelerator's measured matmul fractions where known; the
+    engine overheads are the backend's priors (``with_engine_priors``).
+    """
+    measured = accelerator is not None and uses_measured_matmul(accelerator)
+    base = spec_sheet_efficiency(accelerator) if accelerator is not None and measured else None
+    params = with_engine_priors(base or DEFAULT_EFFICIENCY, backend)
+    if base is None and params is DEFAULT_EFFICIENCY:
         return UNCALIBRATED
     return ResolvedEfficiency(
-        params=spec_sheet_efficiency(accelerator),
+        params=params,
         calibration=None,
-        efficiency_prior=PRIOR_MEASURED,
+        efficiency_prior=PRIOR_MEASURED if measured else PRIOR_DEFAULT,
     )
 
 
@@ -132,10 +141,10 @@ def resolve_efficiency(
     """
     target = accelerator if accelerator is not None else _accelerator(session, accelerator_id)
     if calibration == NONE:
-        return uncalibrated(target)
+        return uncalibrated(target, backend)
     row = _find(CalibrationRepository(session), accelerator_id, backend, calibration)
     if row is None:
-        return uncalibrated(target)
+        return uncalibrated(target, backend)
     result = CalibrationResult.from_dict(row.result)
     transferred_from = row.accelerator if row.accelerator != accelerator_id else None
     params, prior = result.efficiency, None
@@ -215,17 +224,21 @@ class ProfileCache:
 
     def __init__(self) -> None:
         self._resolved: dict[tuple[str, str], tuple[_Tokens, ResolvedEfficiency]] = {}
-        self._priors: dict[str, tuple[Token | None, ResolvedEfficiency]] = {}  # by accelerator
+        # by (accelerator id, backend)
+        self._priors: dict[tuple[str, str], tuple[Token | None, ResolvedEfficiency]] = {}
 
-    def uncalibrated(self, tokens: CatalogTokens, accelerator: Accelerator) -> ResolvedEfficiency:
-        """Return ``uncalibrated(accelerator)``, reused while the accelerator's token holds."""
-        entry = self._priors.get(tokens.accelerator_id)
+    def uncalibrated(
+        self, tokens: CatalogTokens, accelerator: Accelerator, backend: str | None = None
+    ) -> ResolvedEfficiency:
+        """Return ``uncalibrated(accelerator, backend)``, reused while the token holds."""
+        key = (tokens.accelerator_id, backend or "")
+        entry = self._priors.get(key)
         if entry is not None and entry[0] == tokens.accelerator:
             return entry[1]
-        priors = uncalibrated(accelerator)
-        if len(self._priors) >= PROFILE_CACHE_LIMIT and tokens.accelerator_id not in self._priors:
+        priors = uncalibrated(accelerator, backend)
+        if len(self._priors) >= PROFILE_CACHE_LIMIT and key not in self._priors:
             self._priors.clear()
-        self._priors[tokens.accelerator_id] = (tokens.accelerator, priors)
+        self._priors[key] = (tokens.accelerator, priors)
         return priors
 
     def cached(self, tokens: CatalogTokens, profile_id: str) -> ResolvedEfficiency | None:

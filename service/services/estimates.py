@@ -335,7 +335,9 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(*entries, self.profiles.uncalibrated(tokens, entries[1]))
+            return Loaded(
+                *entries, self.profiles.uncalibrated(tokens, entries[1], target.backend)
+            )
         resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 
@@ -344,7 +346,7 @@ class CatalogLookup:
         model, accelerator = self.catalog.load(session, tokens)
         profile_id = self._profile_id(tokens, target)
         resolved = (
-            self.profiles.uncalibrated(tokens, accelerator)
+            self.profiles.uncalibrated(tokens, accelerator, target.backend)
             if profile_id is None
             else self.profiles.resolve(session, tokens, profile_id, accelerator)
         )

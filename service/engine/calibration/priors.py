@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from service.engine.efficiency import HARNESS_TERMS, EfficiencyParams
+
 GENERIC = "generic"
 
 
@@ -62,6 +64,21 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
 }
 
 
+# Spellings of the engines' names in harness files and requests, to the names used here.
+_ALIASES: Mapping[str, str] = {
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "tensorrtllm": "trtllm",
+    "trt-llm": "trtllm",
+}
+
+
+def backend_key(backend: str | None) -> str:
+    """The prior set's name for a backend as written ("" for none)."""
+    name = (backend or "").strip().lower()
+    return _ALIASES.get(name, name)
+
+
 def prior_backend(backends: Collection[str | None]) -> str:
     """The prior set for runs of ``backends``: that engine's if there is exactly one known."""
     named = {b for b in backends if b}
@@ -74,4 +91,17 @@ def prior_backend(backends: Collection[str | None]) -> str:
 
 def priors_for(backend: str) -> Mapping[str, Prior]:
     """Priors of a backend (the generic set for an unknown one)."""
-    return BACKEND_PRIORS.get(backend, BACKEND_PRIORS[GENERIC])
+    return BACKEND_PRIORS.get(backend_key(backend), BACKEND_PRIORS[GENERIC])
+
+
+def with_engine_priors(params: EfficiencyParams, backend: str | None) -> EfficiencyParams:
+    """``params`` with the engine-overhead parameters at ``backend``'s prior means.
+
+    An uncalibrated answer for a named serving engine uses that engine's priors (its per-step
+    host cost above all) instead of the generic ones; the closed-loop harness terms stay at
+    their spec-sheet values. No backend, or an unknown one, keeps ``params``' own values.
+    """
+    own = BACKEND_PRIORS.get(backend_key(backend))
+    if own is None:
+        return params
+    return params.replace(**{n: p.mean for n, p in own.items() if n not in HARNESS_TERMS})
