@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
 from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
+from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import spec_sheet_efficiency
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import resolve_efficiency
@@ -121,8 +122,15 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     catalog = CatalogService(db_session)
     h100, h200 = catalog.accelerator("h100-sxm"), catalog.accelerator("h200-sxm")
     unfitted = resolve_efficiency(db_session, "h100-sxm", "vllm", "auto")
-    assert unfitted.calibration is None and unfitted.params == spec_sheet_efficiency(h100)
+    # No profile: the spec sheet with the named backend's engine priors (vLLM: 1000 µs a step).
+    assert unfitted.calibration is None
+    assert unfitted.params == with_engine_priors(spec_sheet_efficiency(h100), "vllm")
+    assert unfitted.params.step_overhead_us == 1000.0
     assert unfitted.efficiency_prior == "measured_matmul"
+    generic = resolve_efficiency(db_session, "h100-sxm", None, "none")
+    assert generic.params == spec_sheet_efficiency(h100)
+    trt = resolve_efficiency(db_session, "h100-sxm", "TensorRT-LLM", "none")
+    assert trt.params.step_overhead_us == 200.0
     repo.add(profile("cal_plain", minutes=1, step_overhead_us=111.0), [])
     repo.add(profile("cal_trt", backend="trtllm", minutes=2, step_overhead_us=222.0), [])
 
@@ -136,7 +144,8 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert auto_trt.calibration is not None and auto_trt.calibration["id"] == "cal_trt"
     assert auto_trt.params.step_overhead_us == 222.0 and not auto_trt.transferred
     none = resolve_efficiency(db_session, "h100-sxm", "trtllm", "none")
-    assert none.params == spec_sheet_efficiency(h100) and none.calibration is None
+    assert none.calibration is None
+    assert none.params == with_engine_priors(spec_sheet_efficiency(h100), "trtllm")
 
     moved = resolve_efficiency(db_session, "h200-sxm", None, "cal_trt")
     assert moved.calibration == {
