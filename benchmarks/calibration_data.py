@@ -11,6 +11,7 @@ from service.catalog_files import (
     load_model_records,
     model_from_record,
 )
+from service.engine.calibration.fit import weight_only_where_unsupported
 from service.engine.calibration.measurements import (
     Measurement,
     ServingMeasurement,
@@ -79,15 +80,8 @@ def argonne_static(
 SERVING_FILES = ("serving_qwen3_32b.csv", "serving_llama31_8b.csv", "serving_gpt_oss_120b.csv")
 # The source labels gpt-oss-120b's GEMM mode ``nvfp4``, but the checkpoint's expert weights are
 # MXFP4 and H100 has no fp4 tensor cores: the experts run weight-only (4-bit weights dequantised
-# into bf16 GEMMs; benchmarks/data/README.md). The benchmark reads that column as bf16
-# activations, which the engine's Precision(weights="fp4", activations="bf16") expresses.
-WEIGHT_ONLY_ON_H100 = {"nvfp4": "bf16"}
-
-
-def _weight_only(text: str) -> str:
-    for label, activations in WEIGHT_ONLY_ON_H100.items():
-        text = text.replace(f",{label},", f",{activations},")
-    return text
+# into bf16 GEMMs; benchmarks/data/README.md). The fit reads such runs that way on any
+# accelerator without an fp4 peak (``fit.weight_only_where_unsupported``); so does this loader.
 
 
 def serving_runs(
@@ -96,10 +90,11 @@ def serving_runs(
     """H100 SXM serving runs of ``files`` (closed loop at a fixed concurrency), mapped to ids."""
     out: list[ServingMeasurement] = []
     for name in files:
-        parsed = parse_csv(_weight_only((H100_DIR / name).read_text()))
+        parsed = parse_csv((H100_DIR / name).read_text())
         out += [
             replace(m, model=aliases[m.model])
             for m in parsed.measurements
             if isinstance(m, ServingMeasurement)
         ]
-    return out
+    runs, _ = weight_only_where_unsupported(out, accelerators()["h100-sxm"])
+    return [r for r in runs if isinstance(r, ServingMeasurement)]

@@ -335,9 +335,7 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(
-                *entries, self.profiles.uncalibrated(tokens, entries[1], target.backend)
-            )
+            return Loaded(*entries, self.profiles.uncalibrated(tokens, entries[1], target.backend))
         resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 

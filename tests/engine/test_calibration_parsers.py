@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from engine_refs import BENCHMARK_DATA
 
+from service.engine.calibration.fit import weight_only_where_unsupported
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
@@ -21,6 +23,7 @@ from service.engine.calibration.parsers import (
     parse_measurement_dicts,
     parse_vllm_bench_json,
 )
+from service.engine.hardware import Accelerator
 
 DATA = BENCHMARK_DATA
 
@@ -338,3 +341,28 @@ def test_model_id_from_name() -> None:
     assert model_id_from_name("meta-llama/Meta-Llama-3-70B") == "llama-3-70b"
     assert model_id_from_name("meta-llama/Llama-2-7b-hf") == "llama-2-7b"
     assert model_id_from_name("Qwen/Qwen3-32B") == "qwen3-32b"
+
+
+def test_fp4_gemm_labels_run_weight_only_without_fp4_tensor_cores(h100: Accelerator) -> None:
+    """nvfp4/mxfp4 labels parse as fp4; on H100 (no fp4 peak) the fit reads them weight-only."""
+    header = (
+        "gpu,backend,backend_version,model,precision,gemm_quant_mode,isl,osl,concurrency,tp,pp,"
+        "ttft_ms,tpot_ms\n"
+    )
+    rows = [
+        "H100 SXM 80GB,vllm,0.11,openai/gpt-oss-120b,fp4,nvfp4,1024,128,4,2,1,100.0,5.0",
+        "H100 SXM 80GB,vllm,0.11,openai/gpt-oss-120b,fp4,mxfp4,1024,128,8,2,1,120.0,6.0",
+        "H100 SXM 80GB,vllm,0.11,Qwen/Qwen3-32B,fp8,fp8,1024,128,8,2,1,120.0,6.0",
+    ]
+    runs = [m for m in parse_csv(header + "\n".join(rows)).measurements]
+    assert [(m.weights_dtype, m.activations_dtype) for m in runs] == [
+        ("fp4", "fp4"),
+        ("fp4", "fp4"),
+        ("fp8", "fp8"),
+    ]
+    served = [m for m in runs if isinstance(m, ServingMeasurement)]
+    moved, count = weight_only_where_unsupported(served, h100)
+    assert count == 2
+    assert [m.activations_dtype for m in moved] == ["bf16", "bf16", "fp8"]
+    with_fp4 = replace(h100, peak_tflops={**h100.peak_tflops, "fp4": 3958.0})
+    assert weight_only_where_unsupported(served, with_fp4) == (served, 0)

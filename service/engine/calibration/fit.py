@@ -429,6 +429,28 @@ def _kernel_quality(
     return out
 
 
+# Compute dtypes whose label in a run may name only the weight format (nvfp4/mxfp4 checkpoints
+# on GPUs without fp4 tensor cores run their GEMMs on dequantised bf16 tiles).
+WEIGHT_ONLY_LABEL = "fp4"
+
+
+def weight_only_where_unsupported(
+    runs: Sequence[StaticMeasurement | ServingMeasurement], accelerator: Accelerator
+) -> tuple[list[StaticMeasurement | ServingMeasurement], int]:
+    """Runs with fp4 compute on an accelerator without an fp4 peak, as bf16-compute runs."""
+    if WEIGHT_ONLY_LABEL in accelerator.peak_tflops:
+        return list(runs), 0
+    out: list[StaticMeasurement | ServingMeasurement] = []
+    moved = 0
+    for r in runs:
+        if r.activations_dtype == WEIGHT_ONLY_LABEL:
+            out.append(replace(r, activations_dtype="bf16"))
+            moved += 1
+        else:
+            out.append(r)
+    return out, moved
+
+
 def fit(
     measurements: Sequence[Measurement],
     accelerator: Accelerator,
@@ -465,6 +487,13 @@ def fit(
             residuals[key] = r
 
     runs = [m for m in measurements if isinstance(m, StaticMeasurement | ServingMeasurement)]
+    runs, weight_only = weight_only_where_unsupported(runs, accelerator)
+    if weight_only:
+        warnings.append(
+            f"{weight_only} runs label {WEIGHT_ONLY_LABEL} compute, which this accelerator has "
+            "no tensor cores for: fitted as weight-only (4-bit weights, bf16 GEMMs), as engines "
+            "run them there"
+        )
     known = [m for m in runs if m.model in models]
     for missing in sorted({m.model for m in runs if m.model not in models}):
         warnings.append(f"model {missing!r} is not in the catalog; its runs were skipped")

@@ -74,6 +74,8 @@ DTYPE_ALIASES: Mapping[str, str] = {
     "float": "fp32",
     "int4": "int4",
     "fp4": "fp4",
+    "nvfp4": "fp4",  # NVIDIA's 4-bit float with 16-element blocks
+    "mxfp4": "fp4",  # OCP microscaling 4-bit float (gpt-oss checkpoints)
 }
 _ELEMENT_BYTES: Mapping[str, float] = {
     "fp32": 4.0,
