@@ -38,6 +38,7 @@ from service.engine.workloads import WORKLOADS, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
 from service.services.errors import FieldError
+from service.services.extrapolation import reach_params
 from service.services.traffic import (
     Deployment,
     TrafficRequest,
@@ -290,7 +291,12 @@ class PlanningService:
                                 accelerator=acc,
                                 precision=precision,
                                 parallelism=layout,
-                                params=resolved.params,
+                                params=reach_params(
+                                    resolved.profile,
+                                    resolved.params,
+                                    gpus=layout.gpus_per_replica,
+                                    backend=spec.backend,
+                                ),
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
                                 upper_bound=band,

@@ -589,3 +589,39 @@ def test_profile_transfers_to_another_accelerator(
               "output_tokens": 8, "batch_sizes": [1], "calibration": "cal_missing"},
     )  # fmt: skip
     assert missing.status_code == 404
+
+
+def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    """Fitted on TP1/TP2, a TP8 plan candidate uses the per-step overhead the TP8 estimate uses
+    (moved toward its prior outside the fitted GPU counts), so the two agree exactly."""
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+    body = {
+        "models": ["qwen3-32b"],
+        "accelerators": ["h100-sxm"],
+        "input_tokens": 1024,
+        "output_tokens": 128,
+        "slo": {"ttft_ms_max": 100000, "tpot_ms_max": 1000},
+        "requests_per_s": 1,
+        "precisions": [fp8],
+        "tp": [8],
+        "max_gpus_per_replica": 8,
+        "backend": "trtllm",
+        "calibration": serving_profile["id"],
+        "concurrency_levels": 4,
+    }
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 200, response.text
+    configs = response.json()["configurations"]
+    assert configs and all(c["parallelism"]["tp"] == 8 for c in configs)
+    for cfg in configs:
+        point = estimate(
+            client,
+            calibration=serving_profile["id"],
+            precision=fp8,
+            parallelism=cfg["parallelism"],
+            batch_sizes=[cfg["concurrency"]],
+        )["points"][0]
+        assert point["tpot_ms"] == pytest.approx(cfg["tpot_ms"], rel=1e-9)
+        assert point["ttft_ms"] == pytest.approx(cfg["ttft_ms"], rel=1e-9)
