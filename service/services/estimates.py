@@ -467,7 +467,12 @@ class AnalysisService:
             accelerator,
             target.precision,
             target.parallelism,
-            resolved.params,
+            reach_params(
+                resolved.profile,
+                resolved.params,
+                gpus=target.parallelism.gpus_per_replica,
+                backend=target.backend,
+            ),
             target.backend,
         )
         prepared = prepare(
