@@ -144,3 +144,28 @@ def test_profile_round_trips_through_json_and_gives_intervals() -> None:
         value = getattr(est, metric)
         assert bands[metric].low.shape == value.shape
         assert np.all(bands[metric].low < value) and np.all(value < bands[metric].high)
+
+
+def test_open_loop_runs_neither_use_nor_move_the_closed_loop_harness_terms() -> None:
+    """Harness terms (admission wait, queue share) are fitted on closed-loop TTFT only; the same
+    runs recorded as an open loop are predicted with those terms at their priors."""
+    closed = [
+        m
+        for m in parse_csv((DATA / "h100_serving_qwen3_32b_subset.csv").read_text()).measurements
+        if isinstance(m, ServingMeasurement) and m.backend == "trtllm"
+    ]
+    opened = [
+        replace(m, load_pattern="open_loop", request_rate_per_s=4.0, arrival_process="poisson")
+        for m in closed
+    ]
+    fitted = fit(closed, H100, MODELS, cross_validate=False)
+    terms = ("admission_wait_steps", "prefill_queue_share")
+    moved = [t for t in terms if fitted.parameters[t] != getattr(DEFAULT_EFFICIENCY, t)]
+    assert moved, "closed-loop TTFT moves the harness terms"
+    engine = fitted.efficiency.replace(**{t: getattr(DEFAULT_EFFICIENCY, t) for t in terms})
+    as_open = predict_runs(opened[:3], H100, MODELS, fitted.efficiency).predicted
+    expected = predict_runs(closed[:3], H100, MODELS, engine).predicted
+    assert as_open == pytest.approx(expected, rel=1e-12)
+    only_open = fit(opened, H100, MODELS, cross_validate=False)
+    for t in terms:
+        assert only_open.parameters[t] == pytest.approx(getattr(DEFAULT_EFFICIENCY, t), abs=1e-5)

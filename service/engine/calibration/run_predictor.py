@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
-from service.engine.efficiency import EfficiencyParams
+from service.engine.efficiency import EfficiencyParams, engine_only
 from service.engine.estimate import estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
@@ -33,6 +33,16 @@ def precision_of(run: Run) -> Precision:
         activations=run.activations_dtype or default,
         kv_cache=run.kv_cache_dtype or default,
     )
+
+
+def with_harness_terms(run: Run) -> bool:
+    """Whether the closed-loop harness terms shape a run's prediction (closed-loop serving).
+
+    Static batches never use them (their steps have no queue); open-loop and offline runs are
+    predicted with the terms at their priors (``efficiency.engine_only``), so they neither use
+    nor move what a closed-loop load generator's waves were fitted as.
+    """
+    return isinstance(run, ServingMeasurement) and run.load_pattern == "closed_loop"
 
 
 def batch_of(run: Run) -> int:
@@ -83,6 +93,7 @@ class _Stack:
     precision: Precision
     parallelism: Parallelism
     mode: str
+    harness: bool  # closed-loop serving: the harness terms apply (``with_harness_terms``)
     input_tokens: tuple[int, ...]  # per member
     output_tokens: tuple[int, ...]
     batches: tuple[NDArray[np.float64], ...]
@@ -126,7 +137,7 @@ class RunPredictor:
                 output_tokens=s.output_tokens,
                 batch_sizes=s.batches,
                 mode=s.mode,
-                params=params,
+                params=params if s.harness else engine_only(params),
                 with_critical_batch=False,
             )
             for k, name in enumerate(OUTPUTS):
@@ -147,7 +158,7 @@ class RunPredictor:
 def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stack]:
     by_stack: dict[Hashable, dict[tuple[int, int], list[int]]] = {}
     for i, r in enumerate(runs):
-        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r))
+        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), with_harness_terms(r))
         members = by_stack.setdefault(key, {})
         members.setdefault((r.input_tokens, r.output_tokens), []).append(i)
     out: list[_Stack] = []
@@ -160,6 +171,7 @@ def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stac
                 precision=precision_of(first),
                 parallelism=Parallelism(tp=first.tp, pp=first.pp),
                 mode=mode_of(first),
+                harness=with_harness_terms(first),
                 input_tokens=tuple(k[0] for k in members),
                 output_tokens=tuple(k[1] for k in members),
                 batches=tuple(
