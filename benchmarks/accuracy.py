@@ -281,21 +281,68 @@ def gemm_section(h100: Accelerator) -> None:
     )
     out()
     rows = []
+    train_batch = KernelBatch(train)
+    train_log_ratio = np.log(
+        train_batch.measured_ms / train_batch.predict_ms(h100, result.efficiency)
+    )
     for dtype in ("bf16", "fp8", "all"):
         sel = [m for m in test if dtype in ("all", m.dtype)]
         batch = KernelBatch(sel)
         before = error_stats(batch.predict_ms(h100, PRIOR), batch.measured_ms)
-        after = error_stats(batch.predict_ms(h100, result.efficiency), batch.measured_ms)
-        rows.append([dtype, str(before.n), fmt(before), fmt(after)])
+        fitted = batch.predict_ms(h100, result.efficiency)
+        after = error_stats(fitted, batch.measured_ms)
+        corrected = fitted * np.exp(_interpolated_log_ratio(train, train_log_ratio, sel))
+        table_corrected = error_stats(corrected, batch.measured_ms)
+        rows.append([dtype, str(before.n), fmt(before), fmt(after), fmt(table_corrected)])
         if dtype == "all":
             check("GEMM held-out shapes, MdAPE %", after.mdape_pct, 0.0, 10.0)
-    table(["dtype", "n test", "uncalibrated", "calibrated (held-out shapes)"], rows)
+    table(
+        [
+            "dtype",
+            "n test",
+            "uncalibrated",
+            "calibrated (held-out shapes)",
+            "calibrated × interpolated table ratio",
+        ],
+        rows,
+    )
+    out(
+        "Last column: the parametric fit times the training shapes' measured / fitted ratio, "
+        "interpolated linearly in log2 m and by inverse squared distance over the 4 nearest "
+        "training shapes in (log2 n, log2 k), the way measured-database tools interpolate a "
+        "kernel table. It wins on held-out kernel shapes; applied to estimates it did not win "
+        "end to end (see the narrative at the end), so estimates use the parametric model."
+    )
     fitted = {k: v for k, v in result.parameters.items() if k.startswith("gemm_")}
     out(
         "Fitted GEMM parameters (training half): "
         + ", ".join(f"`{k}`={v:.3g}" for k, v in fitted.items())
     )
     out()
+
+
+def _interpolated_log_ratio(
+    train: Sequence[GemmMeasurement], log_ratio: np.ndarray, test: Sequence[GemmMeasurement]
+) -> np.ndarray:
+    """Per test GEMM, the training table's log(measured / fitted) at its (m, n, k)."""
+    by_shape: dict[tuple[str, int, int], dict[int, list[float]]] = {}
+    for g, r in zip(train, log_ratio, strict=True):
+        by_shape.setdefault((g.dtype, g.n, g.k), {}).setdefault(g.m, []).append(float(r))
+    out = np.zeros(len(test))
+    for i, g in enumerate(test):
+        shapes = [(n, k, rows) for (d, n, k), rows in by_shape.items() if d == g.dtype]
+        dist = np.array([np.hypot(np.log2(n / g.n), np.log2(k / g.k)) for n, k, _ in shapes])
+        nearest = np.argsort(dist, kind="stable")[:4]
+        values = []
+        for j in nearest:
+            rows = shapes[int(j)][2]
+            ms = sorted(rows)
+            values.append(
+                np.interp(np.log2(g.m), np.log2(ms), [float(np.mean(rows[m])) for m in ms])
+            )
+        weights = 1.0 / np.maximum(dist[nearest], 1e-12) ** 2
+        out[i] = float(np.sum(weights * np.array(values)) / np.sum(weights))
+    return out
 
 
 def kernel_cv_section(h100: Accelerator) -> None:
@@ -971,8 +1018,18 @@ ISSUE_11_NOTES = (
     "and the leave-model-out pooled TPOT 7.5 → 9.1%; (b) capping the per-sequence host terms "
     "at the largest fitted concurrency (the reach rule with their prior of 0) improved "
     "Llama-3.1-8B from ≤ 32 → ≥ 64 (TPOT 11.4 → 5.8%) but worsened Qwen3-32B on vLLM (6.1 → "
-    "17.1%) and SGLang (4.5 → 12.4%), pooled 9.1 → 10.9%. Splits and the data were not "
-    "changed after seeing results."
+    "17.1%) and SGLang (4.5 → 12.4%), pooled 9.1 → 10.9%. "
+    "(7) Kernel table interpolation vs the parametric GEMM model, decided on held-out numbers: "
+    "on held-out weight shapes the interpolated correction wins (section 1's last column); an "
+    "experimental integration that applied the full table's correction to every GEMM of the "
+    "end-to-end fits and predictions (branch `gemm-table-experiment`) moved the held-out "
+    "end-to-end figures the other way on balance: leave-model-out TPOT 7.5 → 7.9%, "
+    "SGLang (backend, tp) TPOT 4.8 → 6.0%, TensorRT-LLM static 6.1 → 6.6%, vLLM serving TPOT "
+    "2.9 → 3.1% (better: vLLM static 6.7 → 6.5%, concurrency ≥ 64 → ≤ 32 TPOT 4.9 → 4.7%, "
+    "Mixtral 48.2 → 44.3%). The isolated-kernel table (torch linear calls) does not carry over "
+    "to GEMMs inside an engine step better than the fitted curve, so estimates keep the "
+    "parametric model for GEMMs; attention and collectives were not tried. Splits and the data "
+    "were not changed after seeing results."
 )
 
 
