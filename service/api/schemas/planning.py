@@ -14,6 +14,7 @@ from service.api.schemas.analysis import (
     Mode,
     ParallelismIn,
     PrecisionIn,
+    Replicas,
     Tokens,
 )
 from service.api.schemas.common import JSON_INTEGER, Slug
@@ -174,6 +175,11 @@ class PlanRequest(BaseModel):
         max_length=16,
         description="Attention data-parallel ranks. Default for MoE models: powers of two and "
         "max_gpus_per_replica (tp × attention_dp within it); [1] for dense models.",
+    )
+    dp: Replicas = Field(
+        default=1,
+        description="Data-parallel replicas of each layout at least: replicas is max(dp, what "
+        "requests_per_s needs); gpus and usd_per_hour count them all, latency is one replica's.",
     )
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
     price_usd_per_hour: dict[Slug, Price] = Field(
