@@ -62,13 +62,12 @@ class PrecisionOut(BaseModel):
     )
 
 
-class ParallelismIn(BaseModel):
+class LayoutIn(BaseModel):
     """Tensor, pipeline, expert and attention-data parallel degrees of one replica.
 
     A replica spans tp × attention_dp × pp GPUs. attention_dp (MoE models) replicates attention
     on attention_dp ranks of tp GPUs and shards the MoE layers over all tp × attention_dp GPUs;
-    ep (≤ num_experts, dividing tp × attention_dp) may then exceed tp (wide EP). dp deploys that
-    many independent replicas of the whole layout.
+    ep (≤ num_experts, dividing tp × attention_dp) may then exceed tp (wide EP).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -77,6 +76,11 @@ class ParallelismIn(BaseModel):
     pp: Degree = 1
     ep: Degree = 1
     attention_dp: Degree = 1
+
+
+class ParallelismIn(LayoutIn):
+    """One replica's layout (see LayoutIn) and dp, the independent replicas of it deployed."""
+
     dp: Replicas = Field(
         default=1,
         description="Data-parallel replicas of the whole layout: latency per request is one "

@@ -11,8 +11,8 @@ from service.api.schemas.analysis import (
     Backend,
     Calibration,
     CalibrationOut,
+    LayoutIn,
     Mode,
-    ParallelismIn,
     PrecisionIn,
     Replicas,
     Tokens,
@@ -222,7 +222,7 @@ class ConfigurationOut(BaseModel):
     rank: int
     model: str
     accelerator: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     mode: Mode
     concurrency: int
@@ -261,7 +261,7 @@ class FrontierPointOut(BaseModel):
     """A Pareto-optimal operating point: tokens/s per user against output tokens/s per GPU."""
 
     model: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     concurrency: int
     tokens_per_s_per_user: float
@@ -276,7 +276,7 @@ class RejectedOut(BaseModel):
 
     model: str
     accelerator: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     code: str
     reason: str
