@@ -245,3 +245,35 @@ def test_measured_matmul_from_mamf_table(accelerators: dict[str, dict[str, objec
         assert "S3" in str(record["notes"]) and "torch" in str(record["notes"])
     assert "H200 is the same" in str(accelerators["h200-sxm"]["notes"])
     assert accelerator_from_record(accelerators["l4"]).measured_matmul_tflops == {}
+
+
+def test_blackwell_ultra_and_ironwood_are_dense_per_device(
+    accelerators: dict[str, dict[str, object]],
+) -> None:
+    get = {k: accelerator_from_record(v) for k, v in accelerators.items()}
+    b300, gb300, tpu = get["b300"], get["gb300"], get["tpu-v7"]
+    # HGX B300 board (8 GPUs): FP4 printed "144 | 108" (sparse | dense), FP8/FP6 72 PF sparse.
+    assert b300.peak_tflops["fp4"] == 108_000 / 8
+    assert b300.peak_tflops["fp8"] == 72_000 / 2 / 8
+    assert b300.peak_tflops["bf16"] == 36_000 / 2 / 8
+    # GB300 NVL72 rack (72 GPUs): 1,080 PF dense FP4, 360 PF dense FP8, 576 TB/s; 279 GB usable
+    # of the 288 GB nominal per GPU (about 20 TB per rack).
+    assert gb300.peak_tflops["fp4"] == 1_080_000 / 72
+    assert gb300.peak_tflops["fp8"] == 360_000 / 72
+    assert gb300.memory_bandwidth_gb_s == 576_000 / 72
+    assert gb300.memory_gb == 279 < 288
+    assert 72 * gb300.memory_gb == pytest.approx(20_000, rel=0.01)
+    for part in (b300, gb300):
+        assert "int8" not in part.peak_tflops
+        assert part.interconnect_gb_s == 1800 / 2
+    # The rack is one NVLink domain; beyond it, one 800 Gb/s NIC per GPU.
+    assert gb300.link_bytes_s(72) == 900e9
+    assert gb300.link_bytes_s(144) == 800e9 / 8
+    assert b300.link_bytes_s(8) == 900e9
+    assert b300.link_bytes_s(16) == 800e9 / 8
+    # TPU7x per chip: ICI 1,200 GB/s bidirectional, DCN 100 Gb/s.
+    assert (tpu.peak_tflops["bf16"], tpu.peak_tflops["fp8"]) == (2307, 4614)
+    assert tpu.interconnect_gb_s == 1200 / 2
+    assert tpu.memory_gb == 192
+    assert tpu.link_bytes_s(256) == 600e9
+    assert tpu.link_bytes_s(2 * 9216) == 100e9 / 8

@@ -357,6 +357,21 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, object]]] = {
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
 
+def _unsupported_reason(model_type: str, config: Mapping[str, object]) -> str:
+    """Say what of a refused architecture the engine does not model (from the config if it can)."""
+    reason = _KNOWN_UNSUPPORTED.get(model_type, "unknown architecture")
+    pattern = config.get("hybrid_override_pattern")
+    if model_type == "nemotron_h" and isinstance(pattern, str):
+        # Nemotron-H: one letter per layer, M = Mamba2 mixer, * = attention, - = MLP.
+        reason = (
+            f"{reason}: hybrid_override_pattern has {pattern.count('M')} Mamba2 layers "
+            f"beside {pattern.count('*')} attention and {pattern.count('-')} MLP layers; "
+            "Mamba2 layers keep a fixed-size SSM state per sequence instead of a KV cache, "
+            "which the engine does not model"
+        )
+    return reason
+
+
 def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelShape:
     """Translate a Hugging Face config.json mapping into a validated ModelShape."""
     if not isinstance(config, Mapping):
@@ -368,7 +383,7 @@ def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelSh
         raise InvalidShapeError("model_type", f"must be a string, got {model_type!r}")
     builder = _FAMILIES.get(model_type)
     if builder is None:
-        reason = _KNOWN_UNSUPPORTED.get(model_type, "unknown architecture")
+        reason = _unsupported_reason(model_type, config)
         raise InvalidShapeError(
             "model_type",
             f"unsupported model_type {model_type!r} ({reason}); "

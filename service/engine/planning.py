@@ -39,6 +39,7 @@ from service.engine.memory import (
 )
 from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
+from service.engine.replicas import check_replicas
 from service.engine.shapes import ModelShape
 from service.engine.workloads import OBJECTIVES, PLAN_MODES
 
@@ -128,6 +129,7 @@ class PlanQuestion:
     mode: str = "serving"
     concurrency_levels: int = DEFAULT_CONCURRENCY_LEVELS
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    dp: int = 1  # data-parallel replicas of each layout at least (service.engine.replicas)
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -141,6 +143,7 @@ class PlanQuestion:
             raise EngineError("requests_per_s must be positive")
         if self.objective == "min_gpus_for_rate" and self.requests_per_s is None:
             raise EngineError("objective min_gpus_for_rate needs requests_per_s")
+        check_replicas(self.dp)
         if not 1 <= self.concurrency_levels <= MAX_CONCURRENCY_LEVELS:
             raise EngineError(f"concurrency_levels must be between 1 and {MAX_CONCURRENCY_LEVELS}")
         for name, value in (
@@ -439,12 +442,12 @@ def _usd_per_million_tokens(r: EstimateResult) -> FloatArray:
     return np.asarray(blended / (s_in + s_out), dtype=np.float64)
 
 
-def _replicas(requests_per_s: float | None, per_replica: FloatArray) -> FloatArray:
-    """Return ceil(rate ÷ per-replica rate) (1 without a rate)."""
+def _replicas(requests_per_s: float | None, per_replica: FloatArray, dp: int = 1) -> FloatArray:
+    """Return max(dp, ceil(rate ÷ per-replica rate)) (dp without a rate)."""
     if requests_per_s is None:
-        return np.ones_like(per_replica)
+        return np.full_like(per_replica, float(dp))
     with np.errstate(divide="ignore"):
-        return np.asarray(np.ceil(requests_per_s / per_replica), dtype=np.float64)
+        return np.asarray(np.maximum(np.ceil(requests_per_s / per_replica), dp), dtype=np.float64)
 
 
 def _choose(ev: _Evaluated, question: PlanQuestion) -> int:
@@ -459,7 +462,10 @@ def _choose(ev: _Evaluated, question: PlanQuestion) -> int:
     elif objective == "min_cost_per_million_tokens":
         keys = (level, -per_gpu, cost)
     elif objective == "min_gpus_for_rate":
-        gpus = _replicas(question.requests_per_s, r.requests_per_s[idx]) * r.gpus_per_replica
+        gpus = (
+            _replicas(question.requests_per_s, r.requests_per_s[idx], question.dp)
+            * r.gpus_per_replica
+        )
         keys = (level, -per_gpu, gpus)
     else:  # max_concurrency_under_slo
         keys = (-per_gpu, -level)
@@ -473,7 +479,7 @@ def _optional(value: float) -> float | None:
 def _configuration(ev: _Evaluated, i: int, question: PlanQuestion) -> Configuration:
     """Build the answer row for level ``i`` of an evaluated candidate."""
     r, c = ev.result, ev.candidate
-    replicas = int(_replicas(question.requests_per_s, r.requests_per_s[i : i + 1])[0])
+    replicas = int(_replicas(question.requests_per_s, r.requests_per_s[i : i + 1], question.dp)[0])
     per_replica = r.usd_per_hour
     return Configuration(
         candidate=c,

@@ -24,6 +24,7 @@ from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
+from service.engine.replicas import REPLICATED_RATES, fleet_gpus, fleet_usd_per_hour
 from service.engine.roofline import IntensityRow, analyze_intensity
 from service.engine.shapes import ModelShape
 from service.services.catalog import (
@@ -57,6 +58,7 @@ class AnalysisTarget:
     parallelism: Parallelism = SINGLE_GPU
     backend: str | None = None
     calibration: str = "auto"
+    dp: int = 1  # data-parallel replicas of the whole layout (service.engine.replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ def _target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
             "pp": layout.pp,
             "ep": layout.ep,
             "attention_dp": layout.attention_dp,
+            "dp": target.dp,
         },
     }
 
@@ -184,11 +187,19 @@ _POINT_FLOATS = (
     "energy_per_output_token_j",
     "energy_per_token_j",
 )
+_REPLICATED_ROWS = [_POINT_FLOATS.index(name) for name in REPLICATED_RATES]
 
 
-def _points(result: EstimateResult, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
-    """Turn the engine's columns into one JSON object per batch size (columns converted once)."""
+def _points(
+    result: EstimateResult, batch_sizes: Sequence[int], dp: int = 1
+) -> list[dict[str, Any]]:
+    """Turn the engine's columns into one JSON object per batch size (columns converted once).
+
+    The engine answers for one replica; with ``dp`` replicas the rates add up (REPLICATED_RATES).
+    """
     stacked = np.vstack([getattr(result, name) for name in _POINT_FLOATS])
+    if dp != 1:
+        stacked[_REPLICATED_ROWS] *= dp
     columns = json_floats(stacked)
     return [
         {
@@ -448,6 +459,12 @@ class AnalysisService:
         """
         if not spec.batch_sizes and spec.traffic is None:
             raise FieldError("batch_sizes", "required unless traffic is given")
+        if spec.traffic is not None and spec.target.dp != 1:
+            raise FieldError(
+                "parallelism.dp",
+                f"traffic simulates one replica; with dp={spec.target.dp} give each replica's "
+                "share of the arrivals and dp=1",
+            )
         if spec.batch_sizes:
             answer = self._run_group([spec])[0]
         else:
@@ -556,7 +573,7 @@ class AnalysisService:
             name: np.concatenate([getattr(r, name) for r in results]) for name in _STACKED_COLUMNS
         }
         combined = dataclasses.replace(results[0], **columns)
-        points = _points(combined, [b for sizes in batch_sizes for b in sizes])
+        points = _points(combined, [b for sizes in batch_sizes for b in sizes], target.dp)
         answers: list[list[dict[str, Any]]] = []
         start = 0
         for group, result, sizes in zip(groups, results, batch_sizes, strict=True):
@@ -595,7 +612,7 @@ class AnalysisService:
         )
         found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
         header = self._header(target, model, accelerator, resolved, result, first, found)
-        points = _points(result, batch_sizes)
+        points = _points(result, batch_sizes, target.dp)
         for name, column in interval_columns(resolved, result, amounts).items():
             for point, bound in zip(points, column, strict=True):
                 point[name] = bound
@@ -645,6 +662,7 @@ class AnalysisService:
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,
             "gpus_per_replica": result.gpus_per_replica,
+            "gpus": fleet_gpus(result.gpus_per_replica, target.dp),
             "calibration": _calibration_out(target, resolved, extrapolation or []),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
@@ -652,5 +670,8 @@ class AnalysisService:
             "max_batch_size": result.max_batch_size,
             "price_usd_per_hour": finite_or_none(price),
             "usd_per_hour": finite_or_none(result.usd_per_hour),
+            "fleet_usd_per_hour": finite_or_none(
+                fleet_usd_per_hour(finite_or_none(result.usd_per_hour), target.dp)
+            ),
             "traffic": None,
         }

@@ -76,6 +76,7 @@ class PlanSpec:
     pp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
     attention_dp: tuple[int, ...] | None = None
+    dp: int = 1  # replicas of each layout at least (the rate may need more)
     mode: str | None = None
     price_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     backend: str | None = None
@@ -238,6 +239,7 @@ class PlanningService:
             requests_per_s=spec.requests_per_s,
             mode=spec.mode or (preset.mode if preset else DEFAULT_MODE),
             concurrency_levels=spec.concurrency_levels,
+            dp=spec.dp,
         )
         try:
             question.validate()
@@ -435,11 +437,13 @@ def size_by_traffic(
             continue
         tokens_per_request = stream.input_tokens.mean + stream.output_tokens.mean
         price = row["usd_per_gpu_hour"]
-        gpus = fleet.replicas * row["gpus_per_replica"]
+        # At least dp replicas: more than the sizing needs only lowers each one's load.
+        replicas = max(fleet.replicas, spec.dp)
+        gpus = replicas * row["gpus_per_replica"]
         fleet_usd = gpus * price if price is not None else None
         at = fleet.result
         row.update(
-            replicas=fleet.replicas,
+            replicas=replicas,
             gpus=gpus,
             usd_per_hour=fleet_usd,
             traffic={

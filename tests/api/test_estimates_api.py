@@ -334,7 +334,14 @@ def test_deepseek_v3_layouts_are_estimable(
         batch_sizes=[1, 64], mode="serving",
     )  # fmt: skip
     assert answer["gpus_per_replica"] == gpus
-    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1, **parallelism}
+    assert answer["parallelism"] == {
+        "tp": 1,
+        "pp": 1,
+        "ep": 1,
+        "attention_dp": 1,
+        "dp": 1,
+        **parallelism,
+    }
     assert all(p["memory"]["fits"] for p in answer["points"])
     EstimateResponse.model_validate(answer)
 
@@ -359,3 +366,39 @@ def test_an_answers_precision_and_layout_can_be_sent_back(client: TestClient) ->
     assert again["precision"]["weights"] == "fp8"
     assert again["precision"]["weights_source"] == "request"  # fp8 was asked for this time
     assert again["points"] == first["points"]
+
+
+def test_dp_replicas_multiply_rates_gpus_and_price_not_latency(client: TestClient) -> None:
+    layout = {"tp": 2}
+    one = post(client, parallelism=layout, price_usd_per_hour=2.0)
+    four = post(client, parallelism={**layout, "dp": 4}, price_usd_per_hour=2.0)
+    EstimateResponse.model_validate(four)
+    assert four["parallelism"]["dp"] == 4
+    assert (one["gpus"], four["gpus"]) == (2, 8)
+    assert four["gpus_per_replica"] == 2
+    assert one["usd_per_hour"] == four["usd_per_hour"] == 2 * 2.0  # one replica
+    assert four["fleet_usd_per_hour"] == 4 * 2 * 2.0
+    for a, b in zip(one["points"], four["points"], strict=True):
+        for name in ("ttft_ms", "tpot_ms", "e2e_latency_ms", "output_tokens_per_s_per_gpu"):
+            assert b[name] == a[name], name
+        for name in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"):
+            assert b[name] == pytest.approx(4 * a[name]), name
+        assert b["cost"] == a["cost"]  # dp × the price over dp × the tokens
+        assert b["memory"] == a["memory"]
+
+
+@pytest.mark.parametrize("dp", [0, -1, 1.5, "2", 4097, True])
+def test_bad_dp_is_a_422_naming_it(client: TestClient, dp: object) -> None:
+    response = client.post("/v1/estimates", json=body(parallelism={"dp": dp}))
+    assert response.status_code == 422, response.text
+    fields = [e["field"] for e in response.json()["errors"]]
+    assert fields == ["parallelism.dp"]
+
+
+def test_dp_with_traffic_is_a_422(client: TestClient) -> None:
+    response = client.post(
+        "/v1/estimates",
+        json=body(parallelism={"dp": 2}, traffic={"request_rate_per_s": 1.0}),
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "parallelism.dp"

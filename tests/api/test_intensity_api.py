@@ -47,7 +47,7 @@ def test_contract_fields_and_defaults(client: TestClient) -> None:
         "kv_cache": "bf16",
         "weights_source": "native",  # no weights dtype asked: llama ships bf16
     }
-    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1}
+    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1, "dp": 1}
     assert answer["calibration"] is None
     assert isinstance(answer["critical_batch_size"], int)
     assert set(answer["total"]) >= ROW_FIELDS

@@ -186,6 +186,24 @@ def test_unsupported_architecture_is_a_422_naming_it(
     assert "gemma4" in error["message"] and "per-layer head widths" in error["message"]
 
 
+def test_nemotron_h_is_a_422_naming_its_mamba_layers(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    config = hf_config("nvidia--Nemotron-H-56B-Base-8K")
+    del config["time_step_limit"]  # [0.0, Infinity]: not sendable as strict JSON
+    response = client.post(
+        "/v1/models/import",
+        json={"id": "nemotron-h-56b", "hf_config": config},
+        headers=auth_headers,
+    )
+    assert response.status_code == 422
+    error = response.json()["errors"][0]
+    assert error["field"] == "model_type"
+    # The 56B config's 118-letter pattern: 54 Mamba2, 10 attention, 54 MLP layers.
+    assert "54 Mamba2 layers beside 10 attention and 54 MLP layers" in error["message"]
+    assert "SSM state" in error["message"]
+
+
 def test_import_broken_config_is_422_naming_the_key(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:

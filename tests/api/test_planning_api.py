@@ -232,3 +232,30 @@ def test_deepseek_v3_plan_searches_attention_dp_and_wide_ep(
     # The layouts that cannot run are listed with the reason.
     skipped = [r for r in answer["rejected"] if r["code"] == "invalid_layout"]
     assert all("layout does not divide the model" in r["reason"] for r in skipped)
+
+
+def test_plan_dp_is_a_floor_on_replicas(client: TestClient) -> None:
+    # Without a rate a plan deploys dp replicas; with one, max(dp, what the rate needs).
+    body = plan_body(requests_per_s=None, dp=3, objective="max_throughput_per_gpu")
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 200, response.text
+    configurations = response.json()["configurations"]
+    assert configurations
+    for cfg in configurations:
+        assert cfg["replicas"] == 3
+        assert cfg["gpus"] == 3 * cfg["gpus_per_replica"]
+        if cfg["usd_per_hour"] is not None:
+            assert cfg["usd_per_hour"] == pytest.approx(
+                3 * cfg["gpus_per_replica"] * cfg["usd_per_gpu_hour"]
+            )
+    response = client.post("/v1/plans", json=plan_body(dp=2))
+    assert response.status_code == 200, response.text
+    for cfg in response.json()["configurations"]:
+        assert cfg["replicas"] == max(2, math.ceil(40 / cfg["requests_per_s_per_replica"]))
+
+
+@pytest.mark.parametrize("dp", [0, 4097, 1.5])
+def test_plan_bad_dp_is_a_422(client: TestClient, dp: object) -> None:
+    response = client.post("/v1/plans", json=plan_body(dp=dp))
+    assert response.status_code == 422, response.text
+    assert [e["field"] for e in response.json()["errors"]] == ["dp"]

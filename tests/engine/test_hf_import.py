@@ -65,6 +65,7 @@ CATALOG_ID = {
     "mistralai--Mistral-7B-v0.1": "mistral-7b-v0.1",
     "mistralai--Mistral-7B-v0.3": "mistral-7b-v0.3",
     "deepseek-ai--DeepSeek-V3": "deepseek-v3",
+    "moonshotai--Kimi-K2-Instruct": "kimi-k2",
     "Qwen--Qwen3-8B": "qwen3-8b",
     "Qwen--Qwen3-32B": "qwen3-32b",
     "Qwen--Qwen3-30B-A3B": "qwen3-30b-a3b",
@@ -89,7 +90,7 @@ UNSUPPORTED = {
 
 def test_every_fixture_is_covered() -> None:
     names = {p.stem for p in CONFIG_DIR.glob("*.json")}
-    assert names == set(CATALOG_ID) | set(UNSUPPORTED) | {"moonshotai--Kimi-K2-Instruct"}
+    assert names == set(CATALOG_ID) | set(UNSUPPORTED)
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -120,6 +121,17 @@ def test_kimi_k2_uses_deepseek_architecture() -> None:
     # Moonshot's headline "1T total / 32B activated" is rounded to one significant figure.
     assert count.total / 1e12 == pytest.approx(1.0, rel=0.05)
     assert count.active / 1e9 == pytest.approx(32.0, rel=0.05)
+    # By hand from the config: embeddings + untied head 2 × 163840 × 7168; per layer MLA
+    # q_a 7168·1536 + q_b 1536·64·192 + kv_a 7168·576 + kv_b 512·64·256 + o 64·128·7168 and norms
+    # (2 × 7168 + 1536 + 512); layer 0 dense 3·7168·18432; 60 MoE layers of 385 experts
+    # 3·7168·2048 each (384 routed + 1 shared) and a 384 × 7168 router; final norm 7168.
+    attention = 7168 * 1536 + 1536 * 64 * 192 + 7168 * 576 + 512 * 64 * 256 + 64 * 128 * 7168
+    norms = 2 * 7168 + 1536 + 512
+    moe_layer = 385 * 3 * 7168 * 2048 + 384 * 7168
+    by_hand = (
+        2 * 163840 * 7168 + 61 * (attention + norms) + 3 * 7168 * 18432 + 60 * moe_layer + 7168
+    )
+    assert count.total == by_hand == 1_026_408_209_408
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG_ID))

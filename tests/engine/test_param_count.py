@@ -38,6 +38,7 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     "qwen3-30b-a3b": (30.53, 3.35),
     "qwen3-235b-a22b": (235.09, 22.19),
     "deepseek-v3": (671.03, 37.55),
+    "kimi-k2": (1026.41, 32.86),  # by hand in tests/engine/test_hf_import.py
     "gemma-2-9b": (9.242, 9.242),
     "gemma-2-27b": (27.227, 27.227),
     "gemma-3-27b": (27.009, 27.009),

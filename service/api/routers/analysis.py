@@ -67,7 +67,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Heavy-work queue full or database unreachable; see Retry-After.",
     },
 }
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp)\b")
+_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp|dp)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
 INLINE_POINTS = 256
 
@@ -179,6 +179,7 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
         ),
         backend=body.backend,
         calibration=body.calibration,
+        dp=layout.dp,
     )
 
 

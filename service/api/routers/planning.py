@@ -57,6 +57,7 @@ def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
         pp=ints(body.pp),
         ep=ints(body.ep),
         attention_dp=ints(body.attention_dp),
+        dp=body.dp,
         mode=body.mode,
         price_usd_per_hour=dict(body.price_usd_per_hour),
         backend=body.backend,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.schemas.common import JSON_INTEGER, Dtype, Slug
 from service.api.schemas.traffic import TrafficIn, TrafficOut
+from service.engine.replicas import MAX_REPLICAS
 
 # Limits of one request (api brief): batch sizes, points per sweep, tokens, parallel degrees.
 MAX_BATCH_SIZE = 65_536
@@ -27,6 +28,7 @@ Bound = Literal["memory", "compute", "communication"]
 BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INTEGER]
 Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS), JSON_INTEGER]
 Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE), JSON_INTEGER]
+Replicas = Annotated[int, Field(strict=True, ge=1, le=MAX_REPLICAS), JSON_INTEGER]
 Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
@@ -60,7 +62,7 @@ class PrecisionOut(BaseModel):
     )
 
 
-class ParallelismIn(BaseModel):
+class LayoutIn(BaseModel):
     """Tensor, pipeline, expert and attention-data parallel degrees of one replica.
 
     A replica spans tp × attention_dp × pp GPUs. attention_dp (MoE models) replicates attention
@@ -74,6 +76,17 @@ class ParallelismIn(BaseModel):
     pp: Degree = 1
     ep: Degree = 1
     attention_dp: Degree = 1
+
+
+class ParallelismIn(LayoutIn):
+    """One replica's layout (see LayoutIn) and dp, the independent replicas of it deployed."""
+
+    dp: Replicas = Field(
+        default=1,
+        description="Data-parallel replicas of the whole layout: latency per request is one "
+        "replica's; rates, GPUs and fleet_usd_per_hour are dp times one replica's (intensity "
+        "tables are per replica).",
+    )
 
 
 class AnalysisRequest(BaseModel):
@@ -256,7 +269,11 @@ class EnergyOut(BaseModel):
 
 
 class PointOut(BaseModel):
-    """Estimate at one batch size (static) or concurrency (serving); rates are per replica."""
+    """Estimate at one batch size (static) or concurrency (serving) per replica.
+
+    Latencies, memory, per-GPU rates and costs are one replica's; output_tokens_per_s,
+    total_tokens_per_s and requests_per_s are of all parallelism.dp replicas (one's when dp=1).
+    """
 
     batch_size: int
     running_batch_size: float | None
@@ -303,6 +320,8 @@ class EstimateResponse(BaseModel):
     max_batch_size: int = Field(description="Sequences whose KV cache fits beside the weights.")
     price_usd_per_hour: float | None = Field(description="Per-GPU price used for cost.")
     usd_per_hour: float | None = Field(description="Price of one replica.")
+    gpus: int = Field(description="GPUs of all dp replicas (dp × gpus_per_replica).")
+    fleet_usd_per_hour: float | None = Field(description="Price of all dp replicas.")
     points: list[PointOut]
     traffic: TrafficOut | None = Field(
         default=None, description="Present when the request gave `traffic`."

@@ -11,9 +11,10 @@ from service.api.schemas.analysis import (
     Backend,
     Calibration,
     CalibrationOut,
+    LayoutIn,
     Mode,
-    ParallelismIn,
     PrecisionIn,
+    Replicas,
     Tokens,
 )
 from service.api.schemas.common import JSON_INTEGER, Slug
@@ -175,6 +176,11 @@ class PlanRequest(BaseModel):
         description="Attention data-parallel ranks. Default for MoE models: powers of two and "
         "max_gpus_per_replica (tp × attention_dp within it); [1] for dense models.",
     )
+    dp: Replicas = Field(
+        default=1,
+        description="Data-parallel replicas of each layout at least: replicas is max(dp, what "
+        "requests_per_s needs); gpus and usd_per_hour count them all, latency is one replica's.",
+    )
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
     price_usd_per_hour: dict[Slug, Price] = Field(
         default_factory=dict, description="Per-GPU price per accelerator id, over the catalog's."
@@ -216,7 +222,7 @@ class ConfigurationOut(BaseModel):
     rank: int
     model: str
     accelerator: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     mode: Mode
     concurrency: int
@@ -255,7 +261,7 @@ class FrontierPointOut(BaseModel):
     """A Pareto-optimal operating point: tokens/s per user against output tokens/s per GPU."""
 
     model: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     concurrency: int
     tokens_per_s_per_user: float
@@ -270,7 +276,7 @@ class RejectedOut(BaseModel):
 
     model: str
     accelerator: str
-    parallelism: ParallelismIn
+    parallelism: LayoutIn
     precision: PrecisionIn
     code: str
     reason: str
