@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from service.engine.accelerator_stack import AcceleratorStack, IntArray
 from service.engine.cost import energy_per_token_j, usd_per_million_tokens
-from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams, engine_only
 from service.engine.errors import EngineError, check_context
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, Hardware, spread
@@ -30,6 +30,11 @@ from service.engine.shapes import ModelShape
 
 Mode = Literal["static", "serving"]
 MODES = ("static", "serving")
+# How a serving estimate's requests are offered: a closed loop of clients at the concurrency
+# (each sends its next request when the last one ends), or offline: that many requests queued at
+# once. Offline answers use the engine terms only (``efficiency.engine_only``): the closed-loop
+# harness terms describe a load generator's waves, which an offline queue does not have.
+LOAD_PATTERNS = ("closed_loop", "offline")
 StrArray = npt.NDArray[np.str_]
 
 
@@ -80,14 +85,29 @@ class EstimateResult:
 
 
 def _check_shared(
-    model: ModelShape, precision: Precision, parallelism: Parallelism, mode: str
+    model: ModelShape,
+    precision: Precision,
+    parallelism: Parallelism,
+    mode: str,
+    load_pattern: str = "closed_loop",
 ) -> None:
-    """Validate what every member of a call shares: shape, dtypes, layout and mode."""
+    """Validate what every member of a call shares: shape, dtypes, layout, mode, load."""
     model.validate()
     precision.validate()
     parallelism.check_divides(model)
     if mode not in MODES:
         raise EngineError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if load_pattern not in LOAD_PATTERNS:
+        raise EngineError(
+            f"load_pattern must be one of {', '.join(LOAD_PATTERNS)}, got {load_pattern!r}"
+        )
+    if load_pattern != "closed_loop" and mode != "serving":
+        raise EngineError(f"load_pattern {load_pattern} needs mode serving")
+
+
+def _for_load(params: EfficiencyParams, load_pattern: str) -> EfficiencyParams:
+    """The parameters a load pattern uses: offline drops the closed-loop harness terms."""
+    return engine_only(params) if load_pattern == "offline" else params
 
 
 def _check_member(
@@ -143,6 +163,7 @@ def _evaluate(
     params: EfficiencyParams,
     price: float | FloatArray | None,
     memory_utilization: float,
+    load_pattern: str = "closed_loop",
 ) -> _Points:
     """Run the timeline, memory and cost formulas elementwise over the points."""
     gpus = parallelism.gpus_per_replica
@@ -191,6 +212,7 @@ def _evaluate(
             precision=precision,
             parallelism=parallelism,
             params=params,
+            offline=load_pattern == "offline",
         )
         running = state.running
         decode = state.decode_only
@@ -307,18 +329,20 @@ def estimate(
     params: EfficiencyParams = DEFAULT_EFFICIENCY,
     price_usd_per_hour: float | None = None,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+    load_pattern: str = "closed_loop",
 ) -> EstimateResult:
     """Estimate speed, memory and cost per batch size (static) or concurrency (serving).
 
     ``precision.weights="native"`` takes the model's ``native_weights_dtype`` (the result's
     ``precision`` says which was used). Static: TTFT = prefill of B·S_in tokens; TPOT = decode
     step at batch B and context S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see
-    ``serving.serving_state``. A configuration that does not fit is reported with ``fits``
-    False, not raised.
+    ``serving.serving_state``; ``load_pattern`` (``LOAD_PATTERNS``) says how serving requests
+    are offered. A configuration that does not fit is reported with ``fits`` False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
     precision = precision.resolved(model.native_weights_dtype)
-    _check_shared(model, precision, parallelism, mode)
+    _check_shared(model, precision, parallelism, mode, load_pattern)
+    params = _for_load(params, load_pattern)
     _check_member(model, accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
     price = price_usd_per_hour if price_usd_per_hour is not None else accelerator.price_usd_per_hour
@@ -334,6 +358,7 @@ def estimate(
         params=params,
         price=price,
         memory_utilization=memory_utilization,
+        load_pattern=load_pattern,
     )
     return EstimateResult(
         mode=mode,
@@ -386,6 +411,7 @@ def estimate_stacked(
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
     with_critical_batch: bool = True,
     member_params: Sequence[EfficiencyParams] | None = None,
+    load_pattern: str = "closed_loop",
 ) -> list[EstimateResult]:
     """Return ``estimate`` of every member in one vectorised pass over all their points.
 
@@ -402,7 +428,10 @@ def estimate_stacked(
     if members == 0:
         return []
     precision = precision.resolved(model.native_weights_dtype)
-    _check_shared(model, precision, parallelism, mode)
+    _check_shared(model, precision, parallelism, mode, load_pattern)
+    params = _for_load(params, load_pattern)
+    if member_params is not None:
+        member_params = [_for_load(p, load_pattern) for p in member_params]
     arrays = [np.asarray(b, dtype=np.float64) for b in batch_sizes]
     distinct = list({id(a): a for a in accelerators}.values())
     for acc in distinct:
@@ -442,6 +471,7 @@ def estimate_stacked(
         params=params,
         price=price_array,
         memory_utilization=memory_utilization,
+        load_pattern=load_pattern,
     )
     columns = _columns(points, batches, stack.tdp_w, gpus)
     ends = np.cumsum(sizes).tolist()

@@ -43,6 +43,7 @@ def serving_state(
     precision: Precision,
     parallelism: Parallelism,
     params: EfficiencyParams,
+    offline: bool = False,
 ) -> ServingState:
     """Model a closed loop of ``concurrency`` clients against continuous batching.
 
@@ -71,6 +72,9 @@ def serving_state(
       T = TTFT without the slot wait + (S_out − 1)·TPOT = admission + (n + S_out − 1) decode-only
       steps + all R prompts of the cycle, whatever q; throughput X = R / T, response time C / X,
       so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
+    - ``offline``: C requests queued at once instead of C clients. Equal-length requests run in
+      batches of R that finish together, so the k-th batch waits k·T: the mean wait over the
+      queue is (C / R − 1)·T / 2; throughput is the same R / T.
     """
     c = np.asarray(concurrency, dtype=np.float64)
     limit = np.asarray(max_running, dtype=np.float64)
@@ -105,7 +109,7 @@ def serving_state(
     own_s = chunks * decode_s + prompt_s
     first_token = params.admission_wait_steps * decode_s + share * others * prompt_s + own_s
     service = first_token + decode_steps * decode_s + behind_s
-    queue_wait = (c / running - 1.0) * service
+    queue_wait = (c / running - 1.0) * service * (0.5 if offline else 1.0)
     ttft = queue_wait + first_token
     e2e = ttft + decode_steps * tpot
     busy_s = (chunks + decode_steps) * decode_s + running * prompt_s

@@ -169,3 +169,32 @@ def test_open_loop_runs_neither_use_nor_move_the_closed_loop_harness_terms() -> 
     only_open = fit(opened, H100, MODELS, cross_validate=False)
     for t in terms:
         assert only_open.parameters[t] == pytest.approx(getattr(DEFAULT_EFFICIENCY, t), abs=1e-5)
+
+
+def test_offline_runs_are_predicted_as_an_offline_queue() -> None:
+    """A run recorded as offline (all requests at once) is predicted as estimate() answers
+    load_pattern="offline" (engine terms, half the closed loop's queue wait)."""
+    run = ServingMeasurement(
+        model="qwen3-32b", input_tokens=1024, output_tokens=128, concurrency=2000,
+        ttft_ms=60000.0, tpot_ms=40.0, load_pattern="offline", tp=2,
+    )  # fmt: skip
+    params = DEFAULT_EFFICIENCY.replace(admission_wait_steps=12.0, prefill_queue_share=0.4)
+    got = predict_runs([run], H100, MODELS, params)
+    direct = estimate(
+        MODELS["qwen3-32b"],
+        H100,
+        precision=precision_of(run),
+        parallelism=Parallelism(tp=2),
+        input_tokens=1024,
+        output_tokens=128,
+        batch_sizes=[2000],
+        mode="serving",
+        params=params,
+        load_pattern="offline",
+    )
+    by_metric = dict(zip(got.metric.tolist(), got.predicted.tolist(), strict=True))
+    assert by_metric["serving.ttft_ms"] == pytest.approx(float(direct.ttft_ms[0]))
+    assert by_metric["serving.tpot_ms"] == pytest.approx(float(direct.tpot_ms[0]))
+    closed = predict_runs([replace(run, load_pattern="closed_loop")], H100, MODELS, params)
+    closed_ttft = dict(zip(closed.metric.tolist(), closed.predicted.tolist(), strict=True))
+    assert closed_ttft["serving.ttft_ms"] > by_metric["serving.ttft_ms"]

@@ -234,3 +234,31 @@ def test_prefill_queue_share_waits_behind_other_prompts(
     # every slot still prefills R prompts per cycle: what TTFT gains, the decode window loses
     np.testing.assert_allclose(extra, 255 * moved, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(waves.requests_per_s, plain.requests_per_s, rtol=1e-12)
+
+
+def test_offline_queue_uses_engine_terms_and_half_the_closed_loop_wait(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """C requests queued at once run in batches of R: mean wait (C/R − 1)·T/2 (closed loop:
+    (C/R − 1)·T), with the closed-loop harness terms left at their priors."""
+    harness = DEFAULT_EFFICIENCY.replace(admission_wait_steps=20.0, prefill_queue_share=0.5)
+    engine = DEFAULT_EFFICIENCY
+    args = {"input_tokens": 1024, "output_tokens": 256, "mode": "serving"}
+    small = estimate(llama8b, h100, batch_sizes=[64], params=engine, **args)
+    limit = small.max_batch_size
+    queued = 4 * limit
+    offline = estimate(
+        llama8b, h100, batch_sizes=[queued], params=harness, load_pattern="offline", **args
+    )
+    closed = estimate(llama8b, h100, batch_sizes=[queued], params=engine, **args)
+    # same engine terms, so the same steps and throughput; the harness terms did not apply
+    assert float(offline.tpot_ms[0]) == pytest.approx(float(closed.tpot_ms[0]))
+    assert float(offline.requests_per_s[0]) == pytest.approx(float(closed.requests_per_s[0]))
+    own_ms = float(closed.ttft_ms[0]) - float(closed.queue_wait_ms[0])
+    assert float(offline.ttft_ms[0]) - own_ms == pytest.approx(float(closed.queue_wait_ms[0]) / 2)
+    assert float(closed.queue_wait_ms[0]) > 0
+    with pytest.raises(EngineError, match="needs mode serving"):
+        estimate(llama8b, h100, batch_sizes=[1], input_tokens=8, output_tokens=8,
+                 load_pattern="offline")  # fmt: skip
+    with pytest.raises(EngineError, match="load_pattern must be one of"):
+        estimate(llama8b, h100, batch_sizes=[1], load_pattern="open", **args)

@@ -45,6 +45,13 @@ def with_harness_terms(run: Run) -> bool:
     return isinstance(run, ServingMeasurement) and run.load_pattern == "closed_loop"
 
 
+def engine_load_pattern(run: Run) -> str:
+    """The engine's load pattern for a run: ``offline`` runs queue every request at once; other
+    serving runs are closed loops at their concurrency (an open loop's mean in flight)."""
+    offline = isinstance(run, ServingMeasurement) and run.load_pattern == "offline"
+    return "offline" if offline else "closed_loop"
+
+
 def batch_of(run: Run) -> int:
     """Batch size of a static run, concurrency of a serving run."""
     return run.batch_size if isinstance(run, StaticMeasurement) else run.concurrency
@@ -94,6 +101,7 @@ class _Stack:
     parallelism: Parallelism
     mode: str
     harness: bool  # closed-loop serving: the harness terms apply (``with_harness_terms``)
+    load_pattern: str  # ``engine_load_pattern``
     input_tokens: tuple[int, ...]  # per member
     output_tokens: tuple[int, ...]
     batches: tuple[NDArray[np.float64], ...]
@@ -138,6 +146,7 @@ class RunPredictor:
                 batch_sizes=s.batches,
                 mode=s.mode,
                 params=params if s.harness else engine_only(params),
+                load_pattern=s.load_pattern,
                 with_critical_batch=False,
             )
             for k, name in enumerate(OUTPUTS):
@@ -158,7 +167,8 @@ class RunPredictor:
 def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stack]:
     by_stack: dict[Hashable, dict[tuple[int, int], list[int]]] = {}
     for i, r in enumerate(runs):
-        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), with_harness_terms(r))
+        load = (with_harness_terms(r), engine_load_pattern(r))
+        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), load)
         members = by_stack.setdefault(key, {})
         members.setdefault((r.input_tokens, r.output_tokens), []).append(i)
     out: list[_Stack] = []
@@ -172,6 +182,7 @@ def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stac
                 parallelism=Parallelism(tp=first.tp, pp=first.pp),
                 mode=mode_of(first),
                 harness=with_harness_terms(first),
+                load_pattern=engine_load_pattern(first),
                 input_tokens=tuple(k[0] for k in members),
                 output_tokens=tuple(k[1] for k in members),
                 batches=tuple(
