@@ -3,12 +3,55 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, bindparam, func, insert, select, text
+from sqlalchemy.orm import Session, aliased
 
 from service.db.models import CalibrationMeasurementRow, CalibrationProfileRow, IdempotencyKeyRow
+
+AUTO = "auto"  # a request's ``calibration``: choose a stored profile (else a profile id)
+
+
+def _newest_id(backend: Any) -> ColumnElement[Any]:
+    """Newest profile id for the bound ``accelerator_id`` and ``backend`` ("": none)."""
+    table = CalibrationProfileRow
+    stmt = select(table.id).where(
+        table.accelerator == bindparam("accelerator_id"), table.backend == backend
+    )
+    return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileChoice:
+    """The profile a request's ``calibration`` and ``backend`` select, as one SQL column.
+
+    The one home of the rule: ``auto`` with a backend takes the newest profile of that
+    backend for the accelerator, else the newest one fitted without a backend; ``auto``
+    without a backend takes only profiles fitted without one (another backend's host
+    overheads are never applied to a request that did not ask for it); any other value is a
+    profile id (on any accelerator). ``column`` is a scalar subquery giving the chosen id
+    (NULL: none); it binds ``accelerator_id`` and ``params``. ``key`` names the statement's
+    shape, so a query built around it can be cached and reused with other parameters.
+    """
+
+    key: str
+    column: ColumnElement[Any]
+    params: dict[str, Any]
+
+
+def profile_choice(backend: str | None, calibration: str) -> ProfileChoice:
+    """Return the choice rule for a request's ``backend`` and ``calibration`` (not "none")."""
+    table = CalibrationProfileRow
+    column: ColumnElement[Any]
+    if calibration != AUTO:
+        column = select(table.id).where(table.id == bindparam("profile_id")).scalar_subquery()
+        return ProfileChoice("id", column, {"profile_id": calibration})
+    if backend:
+        column = func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
+        return ProfileChoice("auto-backend", column, {"backend": backend})
+    return ProfileChoice("auto-generic", _newest_id(""), {})
 
 
 class CalibrationRepository:
@@ -82,6 +125,17 @@ class CalibrationRepository:
         if after_id is not None:
             stmt = stmt.where(CalibrationProfileRow.id > after_id)
         return self.session.scalars(stmt.order_by(CalibrationProfileRow.id).limit(limit)).all()
+
+    def choose(
+        self, accelerator: str, backend: str | None, calibration: str
+    ) -> CalibrationProfileRow | None:
+        """Return the profile ``profile_choice(backend, calibration)`` picks, or None."""
+        choice = profile_choice(backend, calibration)
+        # An alias, so the choice's subqueries are not correlated with the selected row.
+        chosen = aliased(CalibrationProfileRow, name="chosen")
+        stmt = select(chosen).where(chosen.id == choice.column)
+        params = {"accelerator_id": accelerator, **choice.params}
+        return self.session.scalars(stmt, params).first()
 
     def newest(self, accelerator: str, backend: str | None) -> CalibrationProfileRow | None:
         """Return the newest profile for an accelerator with this backend ("" none; None any)."""

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, Engine, Select
+from sqlalchemy import Connection, Engine, Select, Subquery
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.db.calibration_repository import AUTO
 from service.db.reader import AutocommitReader
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
@@ -34,7 +35,6 @@ from service.services.catalog import (
     read_tokens,
 )
 from service.services.efficiency_lookup import (
-    AUTO,
     NONE,
     ResolvedEfficiency,
     choice_reason,
@@ -293,16 +293,12 @@ def _freshness(target: AnalysisTarget) -> tuple[Select[Any], dict[str, Any]]:
     Besides the model and accelerator tokens it reads the profile id the choice resolves to
     and the token of that profile's source accelerator, all in one statement.
     """
+    params: dict[str, Any] = {}
+    linked: Subquery | None = None
     if target.calibration == NONE:
-        key, params = NONE, {}
-        linked = None
+        key = NONE
     else:
-        key, linked = linked_profile(target.backend, target.calibration)
-        params = (
-            {"profile_id": target.calibration}
-            if target.calibration != AUTO
-            else ({"backend": target.backend} if target.backend else {})
-        )
+        key, linked, params = linked_profile(target.backend, target.calibration)
     query = _QUERIES.get(key)
     if query is None:
         query = _QUERIES.setdefault(key, freshness_query(linked))
@@ -335,9 +331,7 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(
-                *entries, self.profiles.uncalibrated(tokens, entries[1], target.backend)
-            )
+            return Loaded(*entries, self.profiles.uncalibrated(tokens, entries[1], target.backend))
         resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 

@@ -7,11 +7,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
+from service.db.calibration_repository import (
+    CalibrationRepository,
+    IdempotencyRepository,
+    profile_choice,
+)
 from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
+from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import spec_sheet_efficiency
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import resolve_efficiency
@@ -121,7 +127,9 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     catalog = CatalogService(db_session)
     h100, h200 = catalog.accelerator("h100-sxm"), catalog.accelerator("h200-sxm")
     unfitted = resolve_efficiency(db_session, "h100-sxm", "vllm", "auto")
-    assert unfitted.calibration is None and unfitted.params == spec_sheet_efficiency(h100)
+    # No profile: the spec-sheet priors with vllm's engine overheads.
+    vllm_priors = with_engine_priors(spec_sheet_efficiency(h100), "vllm")
+    assert unfitted.calibration is None and unfitted.params == vllm_priors
     assert unfitted.efficiency_prior == "measured_matmul"
     repo.add(profile("cal_plain", minutes=1, step_overhead_us=111.0), [])
     repo.add(profile("cal_trt", backend="trtllm", minutes=2, step_overhead_us=222.0), [])
@@ -136,7 +144,8 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert auto_trt.calibration is not None and auto_trt.calibration["id"] == "cal_trt"
     assert auto_trt.params.step_overhead_us == 222.0 and not auto_trt.transferred
     none = resolve_efficiency(db_session, "h100-sxm", "trtllm", "none")
-    assert none.params == spec_sheet_efficiency(h100) and none.calibration is None
+    trt_priors = with_engine_priors(spec_sheet_efficiency(h100), "trtllm")
+    assert none.params == trt_priors and none.calibration is None
 
     moved = resolve_efficiency(db_session, "h200-sxm", None, "cal_trt")
     assert moved.calibration == {
@@ -155,3 +164,29 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert h200_auto.calibration is None and h200_auto.params == spec_sheet_efficiency(h200)
     with pytest.raises(NotFoundError):
         resolve_efficiency(db_session, "h100-sxm", None, "cal_missing")
+
+
+def test_choose_applies_one_rule_in_python_and_in_the_freshness_column(
+    db_session: Session,
+) -> None:
+    repo = CalibrationRepository(db_session)
+    repo.add(profile("cal_plain_old", minutes=1), [])
+    repo.add(profile("cal_plain", name="q", minutes=2), [])
+    repo.add(profile("cal_vllm", backend="vllm", minutes=3), [])
+    repo.add(profile("cal_h200", accelerator="h200-sxm", minutes=4), [])
+    cases = {
+        ("h100-sxm", "vllm", "auto"): "cal_vllm",  # that backend's newest
+        ("h100-sxm", "trtllm", "auto"): "cal_plain",  # none of trtllm: newest without backend
+        ("h100-sxm", None, "auto"): "cal_plain",  # never the newer vllm profile
+        ("b200", "vllm", "auto"): None,
+        ("b200", None, "cal_h200"): "cal_h200",  # an id, whatever accelerator it was fitted on
+        ("h100-sxm", None, "cal_missing"): None,
+    }
+    for (accelerator, backend, calibration), expected in cases.items():
+        row = repo.choose(accelerator, backend, calibration)
+        assert (row.id if row is not None else None) == expected, (accelerator, backend)
+        choice = profile_choice(backend, calibration)
+        column = db_session.scalar(
+            select(choice.column), {"accelerator_id": accelerator, **choice.params}
+        )
+        assert column == expected, (accelerator, backend, calibration)
