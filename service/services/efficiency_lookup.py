@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, Subquery, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import AUTO, CalibrationRepository, profile_choice
-from service.db.models import AcceleratorRow, CalibrationProfileRow
+from service.db.calibration_repository import AUTO, CalibrationRepository
+from service.db.catalog_repository import AcceleratorRepository
+from service.db.freshness import Token
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.calibration.priors import with_engine_priors
@@ -37,7 +38,7 @@ from service.engine.efficiency import (
 )
 from service.engine.estimate import EstimateResult
 from service.engine.hardware import Accelerator
-from service.services.catalog import CatalogTokens, Token
+from service.services.catalog import CatalogTokens
 from service.services.errors import NotFoundError
 from service.services.representation import accelerator_from_row
 
@@ -89,7 +90,7 @@ def uncalibrated(accelerator: Accelerator | None, backend: str | None = None) ->
 
 
 def _accelerator(session: Session, accelerator_id: str) -> Accelerator | None:
-    row = session.get(AcceleratorRow, accelerator_id)
+    row = AcceleratorRepository(session).get(accelerator_id)
     return None if row is None else accelerator_from_row(row)
 
 
@@ -150,24 +151,6 @@ def resolve_efficiency(
         transferred=transferred_from is not None,
         efficiency_prior=prior,
     )
-
-
-def linked_profile(backend: str | None, calibration: str) -> tuple[str, Subquery, dict[str, Any]]:
-    """Return a cache key, the profile part of a request's freshness query and its parameters.
-
-    A one-row subquery: ``value`` is the profile id ``calibration`` resolves to (None: none)
-    and ``accelerator`` the accelerator that profile was fitted on, whose spec sheet a
-    transfer reads (``freshness_query`` joins its token). Binds as ``profile_choice``.
-    """
-    choice = profile_choice(backend, calibration)
-    chosen = select(choice.column.label("id")).subquery("chosen_profile")
-    # An alias, so the profile id subqueries are not correlated with the joined row; its id
-    # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
-    profile = aliased(CalibrationProfileRow, name="linked_profile")
-    linked = select(
-        profile.id.label("value"), profile.accelerator.label("accelerator")
-    ).select_from(chosen.outerjoin(profile, profile.id == chosen.c.id))
-    return choice.key, linked.subquery("linked"), choice.params
 
 
 # Target accelerator token and source accelerator token a profile was resolved under.

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, Select, Subquery
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.calibration_repository import AUTO
+from service.db.freshness import freshness_query, linked_profile
 from service.db.reader import AutocommitReader
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
@@ -31,7 +32,6 @@ from service.services.catalog import (
     CatalogService,
     CatalogTokens,
     catalog_cache,
-    freshness_query,
     read_tokens,
 )
 from service.services.efficiency_lookup import (
@@ -39,7 +39,6 @@ from service.services.efficiency_lookup import (
     ResolvedEfficiency,
     choice_reason,
     interval_columns,
-    linked_profile,
     profile_cache,
 )
 from service.services.errors import FieldError, NotFoundError, ServiceError
