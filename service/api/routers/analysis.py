@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -25,7 +24,12 @@ from service.api.budgets import check_estimate_points, check_response_bytes, est
 from service.api.deps import ReadAccess, SessionDep, SettingsDep
 from service.api.heavy import HeavyWork
 from service.api.heavy_calls import run_heavy
-from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, field_name
+from service.api.problems import (
+    error_problem,
+    problem_response,
+    pydantic_errors,
+    validation_body,
+)
 from service.api.schemas.analysis import (
     AnalysisRequest,
     EstimateBatchRequest,
@@ -37,13 +41,7 @@ from service.api.schemas.analysis import (
     ProblemOut,
 )
 from service.api.schemas.traffic import LengthDistributionIn, StreamIn, TrafficIn
-from service.engine.errors import (
-    ContextWindowError,
-    EngineError,
-    InvalidLayoutError,
-    InvalidShapeError,
-    UnsupportedDtypeError,
-)
+from service.engine.errors import EngineError
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.services.errors import FieldError, NotFoundError
@@ -67,7 +65,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Heavy-work queue full or database unreachable; see Retry-After.",
     },
 }
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
 INLINE_POINTS = 256
 
@@ -100,72 +97,9 @@ async def loaded_analysis(request: Request, target: AnalysisTarget) -> AnalysisS
 AcceptHeader = Annotated[str | None, Header()]
 
 
-def problem_body(
-    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
-    """Return an RFC 9457 problem object (the body of a problem+json response)."""
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = errors
-    return body
-
-
-def _invalid(errors: list[dict[str, str]], detail: str | None = None) -> dict[str, Any]:
-    names = ", ".join(e["field"] for e in errors)
-    return problem_body(
-        422,
-        "Validation failed",
-        detail or f"invalid value for: {names}",
-        "validation-error",
-        errors,
-    )
-
-
-def engine_error_field(exc: EngineError) -> str:
-    """Name the request field an engine error is about."""
-    if isinstance(exc, InvalidShapeError):
-        return "model"
-    if isinstance(exc, InvalidLayoutError):
-        match = _LAYOUT_FIELD.match(str(exc))
-        return f"parallelism.{match.group(1)}" if match else "parallelism"
-    if isinstance(exc, UnsupportedDtypeError):
-        return "precision"
-    if isinstance(exc, ContextWindowError):
-        return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
-    return "body"
-
-
-def error_problem(exc: Exception) -> dict[str, Any]:
-    """Map a service or engine error to a problem object (404 unknown id, 422 invalid input)."""
-    if isinstance(exc, NotFoundError):
-        return problem_body(404, "Not Found", str(exc), "not-found")
-    if isinstance(exc, FieldError):
-        return _invalid([{"field": exc.field, "message": exc.message}], str(exc))
-    if isinstance(exc, EngineError):
-        return _invalid([{"field": engine_error_field(exc), "message": str(exc)}], str(exc))
-    raise exc
-
-
-def validation_error_problem(exc: ValidationError, root: str = "body") -> dict[str, Any]:
-    """Turn a pydantic ValidationError into a 422 problem naming each field (``root`` if none)."""
-    errors = [
-        {
-            "field": field_name(err["loc"]) if err.get("loc") else root,
-            "message": str(err.get("msg", "invalid")),
-        }
-        for err in exc.errors()
-    ]
-    return _invalid(errors)
-
-
-def problem_response(body: dict[str, Any]) -> JSONResponse:
-    """Send a problem object as problem+json with its status."""
-    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE)
+def _problem(exc: Exception) -> dict[str, Any]:
+    """The problem object of an analysis error (a shape error is about the request's model)."""
+    return error_problem(exc, shape_field="model")
 
 
 def _target(body: AnalysisRequest) -> AnalysisTarget:
@@ -318,7 +252,7 @@ async def post_intensity(body: IntensityRequest, request: Request) -> Response:
         analysis = await loaded_analysis(request, spec.target)
         return FastJSONResponse(analysis.intensity(spec))
     except (NotFoundError, FieldError, EngineError) as exc:
-        return problem_response(error_problem(exc))
+        return problem_response(_problem(exc))
 
 
 @router.post(
@@ -344,7 +278,7 @@ async def post_estimates(
         else:
             answer = analysis.estimate(spec)
     except (NotFoundError, FieldError, EngineError) as exc:
-        return problem_response(error_problem(exc))
+        return problem_response(_problem(exc))
     if wants_csv(accept) and answer["points"]:
         return Response(estimate_csv(answer), media_type=CSV_MEDIA_TYPE)
     return FastJSONResponse(answer)
@@ -370,12 +304,12 @@ def batch_answer(session: Session, work: BatchWork) -> Response:
         try:
             request = EstimateRequest.model_validate(raw)
         except ValidationError as exc:
-            results[index] = validation_error_problem(exc, root="item")
+            results[index] = validation_body(pydantic_errors(exc.errors(), root="item"))
             continue
         specs.append(estimate_spec(request))
         positions.append(index)
     for index, answer in zip(positions, analysis.estimate_many(specs), strict=True):
-        results[index] = error_problem(answer) if isinstance(answer, Exception) else answer
+        results[index] = _problem(answer) if isinstance(answer, Exception) else answer
     encoded = orjson.dumps({"items": results})
     check_response_bytes(len(encoded), work.max_response_bytes)
     return Response(encoded, media_type="application/json")
