@@ -44,14 +44,17 @@ def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) 
     ]
 
 
-def linked_profile(backend: str | None, calibration: str) -> tuple[str, Subquery, dict[str, Any]]:
+def linked_profile(
+    backend: str | None, calibration: str, viewer: str = ""
+) -> tuple[str, Subquery, dict[str, Any]]:
     """Return a cache key, the profile part of a request's freshness query and its parameters.
 
-    A one-row subquery: ``value`` is the profile id ``calibration`` resolves to (None: none)
-    and ``accelerator`` the accelerator that profile was fitted on, whose spec sheet a
-    transfer reads (``freshness_query`` joins its token). Binds as ``profile_choice``.
+    A one-row subquery: ``value`` is the profile id ``calibration`` resolves to for ``viewer``
+    (the caller's API key prefix, "" anonymous; None: none) and ``accelerator`` the
+    accelerator that profile was fitted on, whose spec sheet a transfer reads
+    (``freshness_query`` joins its token). Binds as ``profile_choice``.
     """
-    choice = profile_choice(backend, calibration)
+    choice = profile_choice(backend, calibration, viewer)
     chosen = select(choice.column.label("id")).subquery("chosen_profile")
     # An alias, so the profile id subqueries are not correlated with the joined row; its id
     # (NULL when nothing was chosen) is returned, so the choice is evaluated once.

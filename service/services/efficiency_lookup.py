@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from service.db.calibration_repository import AUTO, CalibrationRepository
 from service.db.catalog_repository import AcceleratorRepository
 from service.db.freshness import Token
+from service.db.models import CalibrationProfileRow
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.calibration.priors import with_engine_priors
@@ -117,20 +118,32 @@ def resolve_efficiency(
     backend: str | None,
     calibration: str,
     *,
+    viewer: str = "",
     accelerator: Accelerator | None = None,
 ) -> ResolvedEfficiency:
-    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id.
+    """Return the efficiency parameters for ``calibration`` as chosen for ``viewer`` (the
+    caller's API key prefix, "" anonymous); NotFoundError for an unknown or invisible id.
 
     ``accelerator`` is the target's catalog entry; without it, it is read from the database.
     """
     target = accelerator if accelerator is not None else _accelerator(session, accelerator_id)
     if calibration == NONE:
         return uncalibrated(target, backend)
-    row = CalibrationRepository(session).choose(accelerator_id, backend, calibration)
+    row = CalibrationRepository(session).choose(accelerator_id, backend, calibration, viewer)
     if row is None:
         if calibration != AUTO:
             raise NotFoundError("calibration profile", calibration)
         return uncalibrated(target, backend)
+    return apply_profile(session, row, accelerator_id, target)
+
+
+def apply_profile(
+    session: Session,
+    row: CalibrationProfileRow,
+    accelerator_id: str,
+    target: Accelerator | None,
+) -> ResolvedEfficiency:
+    """Apply a chosen profile to the target accelerator (transferred if fitted on another)."""
     result = CalibrationResult.from_dict(row.result)
     transferred_from = row.accelerator if row.accelerator != accelerator_id else None
     params, prior = result.efficiency, None
@@ -206,9 +219,11 @@ class ProfileCache:
         """
         hit = self.cached(tokens, profile_id)
         if hit is None:
-            hit = resolve_efficiency(
-                session, tokens.accelerator_id, None, profile_id, accelerator=accelerator
-            )
+            # The freshness query already chose this id for the caller (visibility included).
+            row = CalibrationRepository(session).get(profile_id)
+            if row is None:
+                raise NotFoundError("calibration profile", profile_id)
+            hit = apply_profile(session, row, tokens.accelerator_id, accelerator)
             key = (profile_id, tokens.accelerator_id)
             if len(self._resolved) >= PROFILE_CACHE_LIMIT and key not in self._resolved:
                 self._resolved.clear()

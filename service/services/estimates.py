@@ -64,9 +64,16 @@ class AnalysisService:
     """
 
     def __init__(
-        self, session: Session | None, *, loaded: Mapping[AnalysisTarget, Loaded] | None = None
+        self,
+        session: Session | None,
+        *,
+        viewer: str = "",
+        loaded: Mapping[AnalysisTarget, Loaded] | None = None,
     ) -> None:
+        """``viewer``: the caller's API key prefix ("" anonymous), whose private calibration
+        profiles ``calibration`` may choose besides the published ones."""
         self.session = session
+        self.viewer = viewer
         self.lookup = CatalogLookup(_engine_of(session)) if session is not None else None
         self._loaded: dict[AnalysisTarget, Loaded] = dict(loaded or {})
 
@@ -76,7 +83,7 @@ class AnalysisService:
         if loaded is None:
             if self.session is None or self.lookup is None:
                 raise RuntimeError(f"no session to load {target}")
-            loaded = self._loaded[target] = self.lookup.get(self.session, target)
+            loaded = self._loaded[target] = self.lookup.get(self.session, target, self.viewer)
         return loaded.model, loaded.accelerator, loaded.resolved
 
     @property

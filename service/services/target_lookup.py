@@ -35,18 +35,19 @@ class Loaded:
 _QUERIES: dict[str, Select[Any]] = {}
 
 
-def _freshness(target: AnalysisTarget) -> tuple[Select[Any], dict[str, Any]]:
+def _freshness(target: AnalysisTarget, viewer: str) -> tuple[Select[Any], dict[str, Any]]:
     """Return the freshness query for a target's calibration choice and its extra parameters.
 
     Besides the model and accelerator tokens it reads the profile id the choice resolves to
-    and the token of that profile's source accelerator, all in one statement.
+    for ``viewer`` (the caller's API key prefix, "" anonymous: only profiles it may see) and
+    the token of that profile's source accelerator, all in one statement.
     """
     params: dict[str, Any] = {}
     linked: Subquery | None = None
     if target.calibration == NONE:
         key = NONE
     else:
-        key, linked, params = linked_profile(target.backend, target.calibration)
+        key, linked, params = linked_profile(target.backend, target.calibration, viewer)
     query = _QUERIES.get(key)
     if query is None:
         query = _QUERIES.setdefault(key, freshness_query(linked))
@@ -60,9 +61,12 @@ class CatalogLookup:
         self.catalog = catalog_cache(engine)
         self.profiles = profile_cache(engine)
 
-    def tokens(self, db: Connection | Session, target: AnalysisTarget) -> CatalogTokens:
-        """Run the one freshness query of a target (row tokens and the profile it resolves to)."""
-        query, params = _freshness(target)
+    def tokens(
+        self, db: Connection | Session, target: AnalysisTarget, viewer: str = ""
+    ) -> CatalogTokens:
+        """Run the one freshness query of a target (row tokens and the profile it resolves to
+        for ``viewer``)."""
+        query, params = _freshness(target, viewer)
         return read_tokens(db, query, target.model, target.accelerator, **params)
 
     def _profile_id(self, tokens: CatalogTokens, target: AnalysisTarget) -> str | None:
@@ -94,16 +98,16 @@ class CatalogLookup:
         )
         return Loaded(model, accelerator, resolved)
 
-    def get(self, session: Session, target: AnalysisTarget) -> Loaded:
+    def get(self, session: Session, target: AnalysisTarget, viewer: str = "") -> Loaded:
         """Return a target within a session: one freshness query, ORM loads only on a miss."""
-        tokens = self.tokens(session, target)
+        tokens = self.tokens(session, target, viewer)
         return self.cached(tokens, target) or self.load(session, tokens, target)
 
     def fresh(
-        self, target: AnalysisTarget, reader: AutocommitReader
+        self, target: AnalysisTarget, reader: AutocommitReader, viewer: str = ""
     ) -> tuple[CatalogTokens, Loaded | None]:
         """Run the freshness query on ``reader``; return tokens and any cached target."""
-        tokens = reader.run(lambda connection: self.tokens(connection, target))
+        tokens = reader.run(lambda connection: self.tokens(connection, target, viewer))
         return tokens, self.cached(tokens, target)
 
     def load_in_session(

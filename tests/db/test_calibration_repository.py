@@ -117,9 +117,9 @@ def test_newest_and_pages(db_session: Session) -> None:
     assert newest_plain is not None and newest_plain.id == "cal_2"
     assert newest_any is not None and newest_any.id == "cal_3"
     assert repo.newest("b200", None) is None
-    assert [r.id for r in repo.page(limit=2)] == ["cal_1", "cal_2"]
-    assert [r.id for r in repo.page(after_id="cal_2")] == ["cal_3", "cal_4"]
-    assert [r.id for r in repo.page(accelerator="h200-sxm")] == ["cal_4"]
+    assert [r.id for r in repo.page(viewer="", limit=2)] == ["cal_1", "cal_2"]
+    assert [r.id for r in repo.page(viewer="", after_id="cal_2")] == ["cal_3", "cal_4"]
+    assert [r.id for r in repo.page(viewer="", accelerator="h200-sxm")] == ["cal_4"]
 
 
 def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:

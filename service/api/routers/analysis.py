@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from service.api.budgets import check_estimate_points, check_response_bytes, estimate_points
-from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer
 from service.api.heavy import HeavyWork
 from service.api.heavy_calls import run_heavy
 from service.api.problems import (
@@ -84,14 +84,17 @@ def get_analysis(session: SessionDep) -> AnalysisService:
 AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
 
 
-async def loaded_analysis(request: Request, target: AnalysisTarget) -> AnalysisService:
-    """Return a session-less service holding ``target`` (NotFoundError if a row is absent)."""
+async def loaded_analysis(
+    request: Request, target: AnalysisTarget, viewer: str = ""
+) -> AnalysisService:
+    """Return a session-less service holding ``target`` as ``viewer`` sees it (the caller's
+    key prefix chooses among its private profiles too); NotFoundError if a row is absent."""
     lookup = CatalogLookup(request.app.state.engine)
-    tokens, loaded = lookup.fresh(target, request.app.state.reader)
+    tokens, loaded = lookup.fresh(target, request.app.state.reader, viewer)
     if loaded is None:
         factory = request.app.state.session_factory
         loaded = await run_in_threadpool(lookup.load_in_session, factory, tokens, target)
-    return AnalysisService(None, loaded={target: loaded})
+    return AnalysisService(None, viewer=viewer, loaded={target: loaded})
 
 
 AcceptHeader = Annotated[str | None, Header()]
@@ -240,7 +243,7 @@ def estimate_csv(answer: dict[str, Any]) -> str:
     responses=ERROR_RESPONSES,
     dependencies=[ReadAccess],
 )
-async def post_intensity(body: IntensityRequest, request: Request) -> Response:
+async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewer) -> Response:
     """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU."""
     spec = IntensitySpec(
         target=_target(body),
@@ -249,7 +252,7 @@ async def post_intensity(body: IntensityRequest, request: Request) -> Response:
         context_tokens=body.context_tokens,
     )
     try:
-        analysis = await loaded_analysis(request, spec.target)
+        analysis = await loaded_analysis(request, spec.target, viewer)
         return FastJSONResponse(analysis.intensity(spec))
     except (NotFoundError, FieldError, EngineError) as exc:
         return problem_response(_problem(exc))
@@ -265,12 +268,12 @@ async def post_intensity(body: IntensityRequest, request: Request) -> Response:
     dependencies=[ReadAccess],
 )
 async def post_estimates(
-    body: EstimateRequest, request: Request, accept: AcceptHeader = None
+    body: EstimateRequest, request: Request, viewer: Viewer, accept: AcceptHeader = None
 ) -> Response:
     """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv)."""
     spec = estimate_spec(body)
     try:
-        analysis = await loaded_analysis(request, spec.target)
+        analysis = await loaded_analysis(request, spec.target, viewer)
         if len(spec.batch_sizes) > INLINE_POINTS or spec.traffic is not None:
             heavy: HeavyWork = request.app.state.heavy
             async with heavy.slot():
@@ -286,17 +289,18 @@ async def post_estimates(
 
 @dataclass(frozen=True, slots=True)
 class BatchWork:
-    """What a batch's heavy call needs: the raw items and the budgets."""
+    """What a batch's heavy call needs: the raw items, the budgets and who asks."""
 
     items: list[Any]
     max_points: int
     max_response_bytes: int
+    viewer: str = ""
 
 
 def batch_answer(session: Session, work: BatchWork) -> Response:
     """Answer a batch (a heavy call: run by ``run_heavy``, in a child process or a thread)."""
     check_estimate_points(estimate_points(work.items), work.max_points)
-    analysis = AnalysisService(session)
+    analysis = AnalysisService(session, viewer=work.viewer)
     results: list[dict[str, Any] | None] = [None] * len(work.items)
     specs: list[EstimateSpec] = []
     positions: list[int] = []
@@ -329,12 +333,14 @@ def json_within_budget(content: Any, max_response_bytes: int) -> Response:
     dependencies=[ReadAccess],
 )
 async def post_estimates_batch(
-    body: EstimateBatchRequest, request: Request, settings: SettingsDep
+    body: EstimateBatchRequest, request: Request, settings: SettingsDep, viewer: Viewer
 ) -> Response:
     """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
 
     The items' batch sizes together may not exceed the work budget (``max_estimate_points``);
     the batch runs in a heavy-work slot (503 + Retry-After when they are all taken).
     """
-    work = BatchWork(list(body.items), settings.max_estimate_points, settings.max_response_bytes)
+    work = BatchWork(
+        list(body.items), settings.max_estimate_points, settings.max_response_bytes, viewer
+    )
     return await run_heavy(request, batch_answer, work)
