@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_api_docs(app)
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
-    verifier = KeyVerifier()
+    verifier = app.state.key_verifier = KeyVerifier()
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,

@@ -14,6 +14,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from service.api.keys import KeyVerifier
 from service.db.session import session_scope
 from service.services.auth import authorise, has_scope
 from service.services.catalog import CatalogService
@@ -52,6 +53,7 @@ def _authorise(request: Request, settings: Settings, api_key: str | None, scope:
     with session_scope(request.app.state.session_factory) as session:
         row = authorise(session, settings.api_key_pepper, api_key, scope)
         request.state.api_key_scopes = list(row.scopes)
+        request.state.api_key_prefix = row.prefix
 
 
 def caller_is_admin(request: Request) -> bool:
@@ -70,6 +72,31 @@ async def require_read(
     """Require a key with the ``read`` scope when the operator configured reads as protected."""
     if settings.require_key_for_reads:
         await run_in_threadpool(_authorise, request, settings, api_key, "read")
+
+
+async def get_viewer(request: Request, api_key: ApiKeyHeader = None) -> str:
+    """Return the lookup prefix of the caller's verified API key ("" without a valid key).
+
+    Calibration profiles are listed, read and chosen for this viewer: published ones, and
+    private ones it owns. A made-up or revoked key is anonymous here (it sees published
+    profiles only); the verifier caches a key's answer for ``KEY_CACHE_TTL_S``.
+    """
+    authorised: str | None = getattr(request.state, "api_key_prefix", None)
+    if authorised is not None:
+        return authorised
+    if not api_key:
+        return ""
+    verifier: KeyVerifier = request.app.state.key_verifier
+    known, prefix = verifier.cached(api_key)
+    if not known:
+        state = request.app.state
+        prefix = await run_in_threadpool(
+            verifier.verify, state.session_factory, state.settings.api_key_pepper, api_key
+        )
+    return prefix or ""
+
+
+Viewer = Annotated[str, Depends(get_viewer)]
 
 
 def get_catalog(session: SessionDep, request: Request) -> CatalogService:

@@ -21,15 +21,15 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api.heavy import HEAVY_RETRY_AFTER_S, HeavyWork
 from service.api.problems import (
-    DATABASE_RETRY_AFTER_S,
+    database_problem,
     database_unavailable,
-    field_name,
+    error_problem,
     problem,
+    problem_response,
+    pydantic_errors,
     validation_problem,
 )
 from service.db.session import make_engine, make_session_factory, session_scope
-from service.engine.errors import EngineError
-from service.services.errors import FieldError, NotFoundError
 
 HeavyCall = Callable[[Session, Any], Response]
 Answer = tuple[int, bytes, dict[str, str]]
@@ -43,30 +43,11 @@ def _answer(response: Response) -> Answer:
 
 
 def _problem_answer(exc: Exception) -> Answer:
-    if isinstance(exc, NotFoundError):
-        return _answer(problem(404, "Not Found", str(exc), "not-found"))
-    if isinstance(exc, FieldError):
-        errors = [{"field": exc.field, "message": exc.message}]
-        return _answer(validation_problem(errors, detail=str(exc)))
-    if isinstance(exc, EngineError):
-        return _answer(validation_problem([{"field": "body", "message": str(exc)}], str(exc)))
     if isinstance(exc, RequestValidationError):
-        errors = [
-            {"field": field_name(e.get("loc", ())), "message": str(e.get("msg", "invalid"))}
-            for e in exc.errors()
-        ]
-        return _answer(validation_problem(errors))
+        return _answer(validation_problem(pydantic_errors(exc.errors())))
     if database_unavailable(exc):
-        return _answer(
-            problem(
-                503,
-                "Service Unavailable",
-                "the database is busy or unreachable; retry shortly",
-                "service-unavailable",
-                headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
-            )
-        )
-    raise exc
+        return _answer(database_problem())
+    return _answer(problem_response(error_problem(exc)))
 
 
 def call_in_session(factory: sessionmaker[Session], fn: HeavyCall, argument: Any) -> Answer:

@@ -18,9 +18,9 @@ from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_
 from service.api.metrics import RequestMetrics
 from service.api.problems import (
     DATABASE_RETRY_AFTER_S,
-    PROBLEM_BASE,
     PROBLEM_MEDIA_TYPE,
     database_unavailable,
+    problem_body,
 )
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -30,15 +30,7 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 def _problem_bytes(
     status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
 ) -> bytes:
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = errors
-    return json.dumps(body).encode()
+    return json.dumps(problem_body(status, title, detail, slug, errors)).encode()
 
 
 async def send_problem(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,7 +16,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from service.api.heavy import HEAVY_RETRY_AFTER_S, HeavyWorkFullError
-from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
+from service.engine.errors import (
+    ContextWindowError,
+    EngineError,
+    InvalidLayoutError,
+    InvalidShapeError,
+    UnsupportedDtypeError,
+)
 from service.services.errors import (
     NESTING_MESSAGE,
     AuthenticationError,
@@ -30,6 +37,34 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE = "https://ridgeline.dev/problems/"
 FASTAPI_BODY_ERROR = "There was an error parsing the body"
 _LOCATION_KINDS = {"body", "query", "path", "header", "cookie"}
+_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp|dp)\b")
+
+
+def problem_body(
+    status: int,
+    title: str,
+    detail: str,
+    slug: str,
+    errors: Sequence[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """Return an RFC 9457 problem object: ``type``, ``title``, ``status``, ``detail``, and
+    ``errors`` (``[{"field", "message"}]``) for validation problems."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = list(errors)
+    return body
+
+
+def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    """Send a problem object as problem+json with its status."""
+    return JSONResponse(
+        body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE, headers=headers
+    )
 
 
 def problem(
@@ -41,15 +76,7 @@ def problem(
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     """Build a problem+json response."""
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = list(errors)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+    return problem_response(problem_body(status, title, detail, slug, errors), headers)
 
 
 def field_name(loc: Sequence[int | str]) -> str:
@@ -60,25 +87,82 @@ def field_name(loc: Sequence[int | str]) -> str:
     return ".".join(str(part) for part in parts) or "body"
 
 
-def validation_problem(errors: Sequence[dict[str, str]], detail: str | None = None) -> JSONResponse:
-    """Build the 422 problem that lists the offending fields."""
+def validation_body(errors: Sequence[dict[str, str]], detail: str | None = None) -> dict[str, Any]:
+    """Return the 422 problem object that lists the offending fields."""
     names = ", ".join(e["field"] for e in errors)
-    return problem(
+    return problem_body(
         422,
         "Validation failed",
         detail or f"invalid value for: {names}",
         "validation-error",
-        errors=errors,
+        errors,
     )
+
+
+def validation_problem(errors: Sequence[dict[str, str]], detail: str | None = None) -> JSONResponse:
+    """Build the 422 problem that lists the offending fields."""
+    return problem_response(validation_body(errors, detail))
+
+
+def pydantic_errors(
+    errors: Sequence[Mapping[str, Any]], root: str = "body"
+) -> list[dict[str, str]]:
+    """Name each pydantic error's field (``root`` when it has no location) and message."""
+    return [
+        {
+            "field": field_name(err["loc"]) if err.get("loc") else root,
+            "message": str(err.get("msg", "invalid")),
+        }
+        for err in errors
+    ]
+
+
+def engine_error_field(exc: EngineError, shape_field: str | None = None) -> str:
+    """Name the request field an engine error is about.
+
+    A layout error names the ``parallelism`` member it is about, a context-window error the
+    token field, a dtype error ``precision``. A shape error names its shape field, or
+    ``shape_field`` when the request refers to a stored model rather than sending a shape.
+    """
+    if isinstance(exc, InvalidShapeError):
+        return shape_field or exc.field
+    if isinstance(exc, InvalidLayoutError):
+        match = _LAYOUT_FIELD.match(str(exc))
+        return f"parallelism.{match.group(1)}" if match else "parallelism"
+    if isinstance(exc, UnsupportedDtypeError):
+        return "precision"
+    if isinstance(exc, ContextWindowError):
+        return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
+    return "body"
+
+
+def error_problem(exc: Exception, *, shape_field: str | None = None) -> dict[str, Any]:
+    """Map a service or engine error to its problem object; re-raise anything else.
+
+    The one mapper behind the exception handlers, batch items and heavy calls: 404 for an
+    unknown id, 409, 412, 401, 403 for what they mean, 422 naming the field for bad input.
+    """
+    if isinstance(exc, NotFoundError):
+        return problem_body(404, "Not Found", str(exc), "not-found")
+    if isinstance(exc, ConflictError):
+        return problem_body(409, "Conflict", str(exc), "conflict")
+    if isinstance(exc, PreconditionFailedError):
+        return problem_body(412, "Precondition Failed", str(exc), "precondition-failed")
+    if isinstance(exc, AuthenticationError):
+        return problem_body(401, "Unauthorized", str(exc), "unauthorized")
+    if isinstance(exc, PermissionDeniedError):
+        return problem_body(403, "Forbidden", str(exc), "forbidden")
+    if isinstance(exc, FieldError):
+        return validation_body([{"field": exc.field, "message": exc.message}], str(exc))
+    if isinstance(exc, EngineError):
+        field = engine_error_field(exc, shape_field)
+        return validation_body([{"field": field, "message": str(exc)}], str(exc))
+    raise exc
 
 
 async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"field": field_name(err.get("loc", ())), "message": str(err.get("msg", "invalid"))}
-        for err in exc.errors()
-    ]
-    return validation_problem(errors)
+    return validation_problem(pydantic_errors(exc.errors()))
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -123,36 +207,10 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     return problem(exc.status_code, title, str(exc.detail), slug, headers=headers or None)
 
 
-async def _not_found(_: Request, exc: Exception) -> JSONResponse:
-    return problem(404, "Not Found", str(exc), "not-found")
-
-
-async def _conflict(_: Request, exc: Exception) -> JSONResponse:
-    return problem(409, "Conflict", str(exc), "conflict")
-
-
-async def _precondition(_: Request, exc: Exception) -> JSONResponse:
-    return problem(412, "Precondition Failed", str(exc), "precondition-failed")
-
-
-async def _unauthenticated(_: Request, exc: Exception) -> JSONResponse:
-    return problem(
-        401, "Unauthorized", str(exc), "unauthorized", headers={"WWW-Authenticate": "ApiKey"}
-    )
-
-
-async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
-    return problem(403, "Forbidden", str(exc), "forbidden")
-
-
-async def _field_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, FieldError | InvalidShapeError)
-    return validation_problem([{"field": exc.field, "message": exc.message}], detail=str(exc))
-
-
-async def _engine_error(_: Request, exc: Exception) -> JSONResponse:
-    field = "parallelism" if isinstance(exc, InvalidLayoutError) else "precision"
-    return validation_problem([{"field": field, "message": str(exc)}], detail=str(exc))
+async def _mapped(_: Request, exc: Exception) -> JSONResponse:
+    body = error_problem(exc)
+    headers = {"WWW-Authenticate": "ApiKey"} if body["status"] == 401 else None
+    return problem_response(body, headers)
 
 
 DATABASE_RETRY_AFTER_S = 1
@@ -169,10 +227,8 @@ def database_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
-async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
-    if not database_unavailable(exc):
-        raise exc
-    # The pool stayed busy past its timeout, or the database refused or dropped the connection.
+def database_problem() -> JSONResponse:
+    """The 503 answer when the database is busy or unreachable (``database_unavailable``)."""
     return problem(
         503,
         "Service Unavailable",
@@ -180,6 +236,13 @@ async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
         "service-unavailable",
         headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
     )
+
+
+async def _database_busy(_: Request, exc: Exception) -> JSONResponse:
+    if not database_unavailable(exc):
+        raise exc
+    # The pool stayed busy past its timeout, or the database refused or dropped the connection.
+    return database_problem()
 
 
 async def _heavy_full(_: Request, exc: Exception) -> JSONResponse:
@@ -200,12 +263,13 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InterfaceError, _database_busy)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
-    app.add_exception_handler(NotFoundError, _not_found)
-    app.add_exception_handler(ConflictError, _conflict)
-    app.add_exception_handler(PreconditionFailedError, _precondition)
-    app.add_exception_handler(AuthenticationError, _unauthenticated)
-    app.add_exception_handler(PermissionDeniedError, _forbidden)
-    app.add_exception_handler(FieldError, _field_error)
-    app.add_exception_handler(InvalidShapeError, _field_error)
-    app.add_exception_handler(InvalidLayoutError, _engine_error)
-    app.add_exception_handler(UnsupportedDtypeError, _engine_error)
+    for mapped in (
+        NotFoundError,
+        ConflictError,
+        PreconditionFailedError,
+        AuthenticationError,
+        PermissionDeniedError,
+        FieldError,
+        EngineError,
+    ):
+        app.add_exception_handler(mapped, _mapped)

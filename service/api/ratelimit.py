@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.keys import KeyVerifier, Network, api_key_header, client_address
-from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE
+from service.api.problems import PROBLEM_MEDIA_TYPE, problem_body
 from service.db import rate_limit_repository
 
 MAX_TRACKED_CLIENTS = 10_000
@@ -181,15 +181,11 @@ class SharedBuckets:
 
 
 def _too_many(rule: RateRule, retry_after_s: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    body = json.dumps(
-        {
-            "type": PROBLEM_BASE + "rate-limited",
-            "title": "Too Many Requests",
-            "status": 429,
-            "detail": f"rate limit of {rule.per_second:g} requests/s (burst {rule.burst}) on "
-            f"{rule.name} exceeded; retry after {retry_after_s} s",
-        }
-    ).encode()
+    detail = (
+        f"rate limit of {rule.per_second:g} requests/s (burst {rule.burst}) on "
+        f"{rule.name} exceeded; retry after {retry_after_s} s"
+    )
+    body = json.dumps(problem_body(429, "Too Many Requests", detail, "rate-limited")).encode()
     headers = [
         (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
         (b"content-length", str(len(body)).encode()),

@@ -15,12 +15,13 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.middleware import send_problem
 from service.api.problems import database_unavailable
+from service.db.session import ping
 from service.services.bootstrap import prepare_database
 from service.settings import Settings
 
@@ -48,8 +49,7 @@ class StartupState:
 
 
 def _prepare(settings: Settings, engine: Engine) -> None:
-    with engine.connect() as connection:
-        connection.execute(text("SELECT 1"))
+    ping(engine)
     prepare_database(settings, engine)
 
 

@@ -3,12 +3,82 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, bindparam, func, insert, or_, select, text
+from sqlalchemy.orm import Session, aliased
 
-from service.db.models import CalibrationMeasurementRow, CalibrationProfileRow, IdempotencyKeyRow
+from service.db.models import (
+    VISIBILITY_PUBLISHED,
+    CalibrationMeasurementRow,
+    CalibrationProfileRow,
+    IdempotencyKeyRow,
+)
+
+AUTO = "auto"  # a request's ``calibration``: choose a stored profile (else a profile id)
+
+
+def visible_to(viewer: Any) -> ColumnElement[bool]:
+    """Whether a profile is visible to ``viewer`` (an API key's lookup prefix, "" anonymous).
+
+    Published profiles are everyone's; a private one only its owner's (an owner "" never
+    matches, so an anonymous caller sees only published profiles).
+    """
+    table = CalibrationProfileRow
+    return or_(
+        table.visibility == VISIBILITY_PUBLISHED,
+        and_(table.owner != "", table.owner == viewer),
+    )
+
+
+def _newest_id(backend: Any) -> ColumnElement[Any]:
+    """Newest visible profile id for the bound ``accelerator_id`` and ``backend`` ("": none)."""
+    table = CalibrationProfileRow
+    stmt = select(table.id).where(
+        table.accelerator == bindparam("accelerator_id"),
+        table.backend == backend,
+        visible_to(bindparam("viewer")),
+    )
+    return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileChoice:
+    """The profile a request's ``calibration`` and ``backend`` select, as one SQL column.
+
+    The one home of the rule: ``auto`` with a backend takes the newest profile of that
+    backend for the accelerator, else the newest one fitted without a backend; ``auto``
+    without a backend takes only profiles fitted without one (another backend's host
+    overheads are never applied to a request that did not ask for it); any other value is a
+    profile id (on any accelerator). Either way only profiles visible to the viewer count
+    (``visible_to``: published ones and the caller's own private ones). ``column`` is a
+    scalar subquery giving the chosen id (NULL: none); it binds ``accelerator_id`` and
+    ``params``. ``key`` names the statement's shape, so a query built around it can be cached
+    and reused with other parameters.
+    """
+
+    key: str
+    column: ColumnElement[Any]
+    params: dict[str, Any]
+
+
+def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> ProfileChoice:
+    """Return the choice rule for a request's ``backend`` and ``calibration`` (not "none"),
+    made by ``viewer`` (the caller's API key prefix, "" anonymous)."""
+    table = CalibrationProfileRow
+    column: ColumnElement[Any]
+    if calibration != AUTO:
+        stmt = select(table.id).where(
+            table.id == bindparam("profile_id"), visible_to(bindparam("viewer"))
+        )
+        return ProfileChoice(
+            "id", stmt.scalar_subquery(), {"profile_id": calibration, "viewer": viewer}
+        )
+    if backend:
+        column = func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
+        return ProfileChoice("auto-backend", column, {"backend": backend, "viewer": viewer})
+    return ProfileChoice("auto-generic", _newest_id(""), {"viewer": viewer})
 
 
 class CalibrationRepository:
@@ -18,8 +88,15 @@ class CalibrationRepository:
         self.session = session
 
     def get(self, profile_id: str) -> CalibrationProfileRow | None:
-        """Return the profile with this id, or None."""
+        """Return the profile with this id, or None (whoever may see it)."""
         return self.session.get(CalibrationProfileRow, profile_id)
+
+    def get_visible(self, profile_id: str, viewer: str) -> CalibrationProfileRow | None:
+        """Return the profile with this id if ``viewer`` may see it (``visible_to``), else None."""
+        stmt = select(CalibrationProfileRow).where(
+            CalibrationProfileRow.id == profile_id, visible_to(viewer)
+        )
+        return self.session.scalars(stmt).first()
 
     def lock_series(self, accelerator: str, backend: str, name: str) -> None:
         """Serialise version allocation of one (accelerator, backend, name) until commit.
@@ -73,15 +150,32 @@ class CalibrationRepository:
         return int(self.session.scalar(stmt) or 0)
 
     def page(
-        self, *, accelerator: str | None = None, after_id: str | None = None, limit: int = 50
+        self,
+        *,
+        viewer: str,
+        accelerator: str | None = None,
+        after_id: str | None = None,
+        limit: int = 50,
     ) -> Sequence[CalibrationProfileRow]:
-        """Return up to ``limit`` profiles after ``after_id`` in id (= creation) order."""
-        stmt = select(CalibrationProfileRow)
+        """Return up to ``limit`` profiles ``viewer`` may see after ``after_id`` in id (=
+        creation) order."""
+        stmt = select(CalibrationProfileRow).where(visible_to(viewer))
         if accelerator is not None:
             stmt = stmt.where(CalibrationProfileRow.accelerator == accelerator)
         if after_id is not None:
             stmt = stmt.where(CalibrationProfileRow.id > after_id)
         return self.session.scalars(stmt.order_by(CalibrationProfileRow.id).limit(limit)).all()
+
+    def choose(
+        self, accelerator: str, backend: str | None, calibration: str, viewer: str = ""
+    ) -> CalibrationProfileRow | None:
+        """Return the profile ``profile_choice(backend, calibration, viewer)`` picks, or None."""
+        choice = profile_choice(backend, calibration, viewer)
+        # An alias, so the choice's subqueries are not correlated with the selected row.
+        chosen = aliased(CalibrationProfileRow, name="chosen")
+        stmt = select(chosen).where(chosen.id == choice.column)
+        params = {"accelerator_id": accelerator, **choice.params}
+        return self.session.scalars(stmt, params).first()
 
     def newest(self, accelerator: str, backend: str | None) -> CalibrationProfileRow | None:
         """Return the newest profile for an accelerator with this backend ("" none; None any)."""

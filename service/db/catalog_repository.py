@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy import ColumnElement, Engine, Row, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from service.db.models import AcceleratorRow, CatalogDeletionRow, ModelRow, utcnow
@@ -86,6 +86,19 @@ class AcceleratorRepository(_CatalogRepository[AcceleratorRow]):
         if dtype is not None:
             conditions.append(AcceleratorRow.peak_tflops[dtype].as_float() > 0)
         return self._page(conditions, after_id, limit)
+
+
+_ACCELERATOR_BY_ID = select(AcceleratorRow.__table__).where(
+    AcceleratorRow.__table__.c.id == bindparam("accelerator_id")
+)
+
+
+def accelerator_core_row(engine: Engine, accelerator_id: str) -> Row[Any] | None:
+    """Return one accelerator's columns from one Core query on its own connection (no ORM)."""
+    with engine.connect() as connection:
+        return connection.execute(
+            _ACCELERATOR_BY_ID, {"accelerator_id": accelerator_id}
+        ).one_or_none()
 
 
 class ModelRepository(_CatalogRepository[ModelRow]):

@@ -129,8 +129,8 @@ class CalibrationProfileRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Lookup prefix of the API key that uploaded it ("" for profiles older than revision 0005).
     owner: Mapped[str] = mapped_column(String(64), default="", server_default="")
-    # VISIBILITY_PRIVATE (only its owner's "auto" would pick it) or VISIBILITY_PUBLISHED.
-    # Not enforced yet: every profile is stored published and "auto" considers them all.
+    # VISIBILITY_PUBLISHED (every reader's) or VISIBILITY_PRIVATE (listed, read and chosen
+    # only for the key whose prefix is ``owner``): calibration_repository.visible_to.
     visibility: Mapped[str] = mapped_column(
         String(16), default="published", server_default="published"
     )

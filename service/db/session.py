@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
@@ -75,6 +75,12 @@ def make_engine(
         max_overflow=max_overflow,
         pool_timeout=pool_timeout_s,
     )
+
+
+def ping(engine: Engine) -> None:
+    """Open a connection and run ``SELECT 1``; raises the driver's error if unreachable."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

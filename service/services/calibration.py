@@ -29,7 +29,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
-from service.db.models import CalibrationProfileRow, IdempotencyKeyRow, utcnow
+from service.db.models import (
+    VISIBILITY_PRIVATE,
+    VISIBILITY_PUBLISHED,
+    CalibrationProfileRow,
+    IdempotencyKeyRow,
+    utcnow,
+)
 from service.db.session import begin_write
 from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import (
@@ -109,8 +115,27 @@ def profile_to_dict(row: CalibrationProfileRow) -> dict[str, Any]:
         "name": row.name,
         "version": row.version,
         "created_at": _iso(row),
+        "visibility": row.visibility,
         **row.summary,
     }
+
+
+VISIBILITIES = (VISIBILITY_PUBLISHED, VISIBILITY_PRIVATE)
+
+
+def check_visibility(visibility: str, owner: str) -> None:
+    """FieldError unless ``visibility`` is known and a private profile has an owning key."""
+    if visibility not in VISIBILITIES:
+        raise FieldError("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+    if visibility == VISIBILITY_PRIVATE and not owner:
+        raise FieldError("visibility", "a private profile needs an API key to own it")
+
+
+def _with_visibility(fingerprint: str, visibility: str) -> str:
+    """A private upload's request hash differs from the same upload published."""
+    if visibility == VISIBILITY_PUBLISHED:
+        return fingerprint
+    return hashlib.sha256(f"{visibility}:{fingerprint}".encode()).hexdigest()
 
 
 def intervals_info(result: CalibrationResult) -> dict[str, Any]:
@@ -197,26 +222,32 @@ class CalibrationService:
         self.profiles = CalibrationRepository(session)
         self.keys = IdempotencyRepository(session)
 
-    def get(self, profile_id: str) -> dict[str, Any]:
-        """Return one profile; NotFoundError if unknown."""
-        row = self.profiles.get(profile_id)
-        if row is None:
+    def _visible(self, profile_id: str, viewer: str) -> CalibrationProfileRow:
+        row = self.profiles.get_visible(profile_id, viewer)
+        if row is None:  # a private profile of another key is as absent as an unknown id
             raise NotFoundError("calibration profile", profile_id)
-        return profile_to_dict(row)
+        return row
 
-    def list_profiles(self, *, accelerator: str | None, cursor: str | None, limit: int) -> Page:
-        """Return a page of profiles in creation order, optionally for one accelerator."""
+    def get(self, profile_id: str, *, viewer: str = "") -> dict[str, Any]:
+        """Return one profile ``viewer`` (an API key prefix, "" anonymous) may see; else
+        NotFoundError."""
+        return profile_to_dict(self._visible(profile_id, viewer))
+
+    def list_profiles(
+        self, *, accelerator: str | None, cursor: str | None, limit: int, viewer: str = ""
+    ) -> Page:
+        """Return a page of the profiles ``viewer`` may see in creation order, optionally for
+        one accelerator."""
         rows = self.profiles.page(
-            accelerator=accelerator, after_id=decode_cursor(cursor), limit=limit + 1
+            viewer=viewer, accelerator=accelerator, after_id=decode_cursor(cursor), limit=limit + 1
         )
         items = [profile_to_dict(r) for r in rows[:limit]]
         more = len(rows) > limit
         return Page(items=items, next_cursor=encode_cursor(items[-1]["id"]) if more else None)
 
-    def measurements(self, profile_id: str) -> list[dict[str, Any]]:
-        """Return the measurements a profile was fitted on, in upload order."""
-        if self.profiles.get(profile_id) is None:
-            raise NotFoundError("calibration profile", profile_id)
+    def measurements(self, profile_id: str, *, viewer: str = "") -> list[dict[str, Any]]:
+        """Return the measurements a profile ``viewer`` may see was fitted on, in upload order."""
+        self._visible(profile_id, viewer)
         return [stored_measurement_json(r.data) for r in self.profiles.measurements(profile_id)]
 
     def _replay(self, owner: str, key: str, fingerprint: str) -> CreateOutcome | None:
@@ -262,9 +293,15 @@ class CalibrationService:
         *,
         owner: str,
         idempotency_key: str | None = None,
+        visibility: str = VISIBILITY_PUBLISHED,
     ) -> CreateOutcome:
-        """Fit and store a profile (or replay the answer already given to this key)."""
-        fingerprint = upload.fingerprint()
+        """Fit and store a profile (or replay the answer already given to this key).
+
+        ``visibility``: published (every reader's) or private (only ``owner``'s, the uploading
+        key's prefix; FieldError without one).
+        """
+        check_visibility(visibility, owner)
+        fingerprint = _with_visibility(upload.fingerprint(), visibility)
         if idempotency_key is not None:
             replay = self._replay(owner, idempotency_key, fingerprint)
             if replay is not None:
@@ -275,7 +312,10 @@ class CalibrationService:
         self.session.rollback()
         result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
         return self._commit(
-            owner, idempotency_key, fingerprint, lambda: self._store(upload, result, owner)
+            owner,
+            idempotency_key,
+            fingerprint,
+            lambda: self._store(upload, result, owner, visibility),
         )
 
     def create_per_backend(
@@ -285,11 +325,14 @@ class CalibrationService:
         *,
         owner: str,
         idempotency_key: str | None = None,
+        visibility: str = VISIBILITY_PUBLISHED,
     ) -> CreateOutcome:
         """Fit one profile per backend the runs name (kernel measurements go to each) and store
         them all in one transaction, or none; the body is ``{"items": [profile, ...]}``."""
+        check_visibility(visibility, owner)
         # another answer than create's for the same upload: its own 64-hex request hash
         fingerprint = hashlib.sha256(f"per-backend:{upload.fingerprint()}".encode()).hexdigest()
+        fingerprint = _with_visibility(fingerprint, visibility)
         if idempotency_key is not None:
             replay = self._replay(owner, idempotency_key, fingerprint)
             if replay is not None:
@@ -303,7 +346,10 @@ class CalibrationService:
 
         def store() -> dict[str, Any]:
             return {
-                "items": [self._store(p, r, owner) for p, r in zip(parts, results, strict=True)]
+                "items": [
+                    self._store(p, r, owner, visibility)
+                    for p, r in zip(parts, results, strict=True)
+                ]
             }
 
         return self._commit(owner, idempotency_key, fingerprint, store)
@@ -345,7 +391,7 @@ class CalibrationService:
         raise AssertionError("unreachable")
 
     def _store(
-        self, upload: CalibrationUpload, result: CalibrationResult, owner: str
+        self, upload: CalibrationUpload, result: CalibrationResult, owner: str, visibility: str
     ) -> dict[str, Any]:
         meta = upload.metadata
         self.profiles.lock_series(meta.accelerator, meta.backend, meta.name)
@@ -361,6 +407,7 @@ class CalibrationService:
             summary=summary_of(upload, result),
             created_at=utcnow(),
             owner=owner,
+            visibility=visibility,
         )
         stored = [{"kind": m.kind, "data": measurement_to_json(m)} for m in upload.measurements]
         self.profiles.add(row, stored)

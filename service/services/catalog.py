@@ -1,8 +1,8 @@
 """Catalog use cases: list, read, create, replace and delete accelerators and models.
 
 ``CatalogCache`` keeps engine objects per process, keyed by id and each row's freshness token
-(``version``, ``updated_at``): one Core query reads both tokens, so an edit made through any
-worker process is seen by the next request.
+(``version``, ``updated_at``): one query (``db.freshness``) reads both tokens, so an edit made
+through any worker process is seen by the next request.
 """
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ import copy
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, Subquery, bindparam, null, select
+from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from service.db.catalog_repository import (
     AcceleratorRepository,
     CatalogDeletionRepository,
     ModelRepository,
+    accelerator_core_row,
 )
+from service.db.freshness import Token, read_token_row
 from service.db.models import (
     KIND_ACCELERATOR,
     KIND_MODEL,
@@ -362,10 +363,6 @@ class CatalogService:
         """Return the engine ModelShape for an id; NotFoundError if absent."""
         return shape_from_row(self._models.load(model_id))
 
-    def all_model_shapes(self) -> list[ModelShape]:
-        """Return every model as engine shapes, ordered by id."""
-        return [shape_from_row(row) for row in self.model_repo.all()]
-
 
 def _page(items: Sequence[dict[str, Any]], limit: int) -> Page:
     if len(items) > limit:
@@ -374,20 +371,12 @@ def _page(items: Sequence[dict[str, Any]], limit: int) -> Page:
     return Page(items=list(items), next_cursor=None)
 
 
-# A row's freshness token: (version, updated_at); every write through the API or seeding bumps
-# both, and a deleted and recreated row gets a new updated_at.
-Token = tuple[int, datetime]
-CACHE_LIMIT = 512
+CACHE_LIMIT = 512  # entries per kind in a CatalogCache
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogTokens:
-    """What one freshness query returned: each row's token (None: absent) and a linked value.
-
-    ``extra`` is the linked value (a calibration profile id, or None) and ``linked`` the token
-    of the accelerator row it names (a profile's source accelerator; None when there is no
-    value, or that accelerator is absent).
-    """
+    """A target's ids and what its freshness query returned (``db.freshness.TokenRow``)."""
 
     model_id: str
     accelerator_id: str
@@ -404,38 +393,6 @@ class CatalogTokens:
             raise NotFoundError(KIND_ACCELERATOR, self.accelerator_id)
 
 
-def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) -> list[Any]:
-    where = row_type.id == bindparam(param)
-    return [
-        select(row_type.version).where(where).scalar_subquery(),
-        select(row_type.updated_at).where(where).scalar_subquery(),
-    ]
-
-
-def freshness_query(linked: Subquery | None = None) -> Select[Any]:
-    """Return the token query (binds ``model_id`` and ``accelerator_id``).
-
-    ``linked`` is an optional one-row subquery with columns ``value`` (returned as ``extra``)
-    and ``accelerator`` (an accelerator id whose token is returned as ``linked``), joined in
-    the same statement so that a request still costs one round trip.
-    """
-    tokens = [
-        *_token_columns(ModelRow, "model_id"),
-        *_token_columns(AcceleratorRow, "accelerator_id"),
-    ]
-    if linked is None:
-        return select(*tokens, null(), null(), null())
-    # An alias, so the target's token subqueries are not correlated with the joined row.
-    other = aliased(AcceleratorRow, name="linked_accelerator")
-    return select(*tokens, linked.c.value, other.version, other.updated_at).select_from(
-        linked.outerjoin(other, other.id == linked.c.accelerator)
-    )
-
-
-def _token(version: int | None, updated_at: datetime | None) -> Token | None:
-    return None if version is None or updated_at is None else (int(version), updated_at)
-
-
 def read_tokens(
     db: Connection | Session,
     query: Select[Any],
@@ -444,29 +401,15 @@ def read_tokens(
     **params: Any,
 ) -> CatalogTokens:
     """Run a ``freshness_query`` once and return the rows' tokens and the linked value."""
-    values = {"model_id": model_id, "accelerator_id": accelerator_id, **params}
-    row = db.execute(query, values).one()
+    row = read_token_row(db, query, model_id, accelerator_id, **params)
     return CatalogTokens(
-        model_id=model_id,
-        accelerator_id=accelerator_id,
-        model=_token(row[0], row[1]),
-        accelerator=_token(row[2], row[3]),
-        extra=row[4],
-        linked=_token(row[5], row[6]),
+        model_id, accelerator_id, row.model, row.accelerator, row.extra, row.linked
     )
-
-
-_ACCELERATOR_BY_ID = select(AcceleratorRow.__table__).where(
-    AcceleratorRow.__table__.c.id == bindparam("accelerator_id")
-)
 
 
 def read_accelerator(engine: Engine, accelerator_id: str) -> dict[str, Any]:
     """Return one accelerator's representation from one Core query (no ORM session)."""
-    with engine.connect() as connection:
-        row = connection.execute(
-            _ACCELERATOR_BY_ID, {"accelerator_id": accelerator_id}
-        ).one_or_none()
+    row = accelerator_core_row(engine, accelerator_id)
     if row is None:
         raise NotFoundError(KIND_ACCELERATOR, accelerator_id)
     return accelerator_to_dict(row)

@@ -3,12 +3,11 @@
 ``"none"`` is the spec-sheet roofline with the efficiency priors, whose GEMM compute efficiency
 is the accelerator's measured matmul fraction (MAMF / peak) where the catalog has one, and whose
 engine overheads are the named backend's priors (``calibration.priors``; generic without one).
-``"auto"`` picks the newest stored profile for the accelerator and backend: one with exactly
-that backend, else one stored without a backend; a request without a backend takes the newest
-of any backend; no profile means the priors. Any other value is a profile id; a profile fitted
-on another accelerator has its efficiencies transferred onto this accelerator's spec sheet (the
-fractions apply to the new peaks and bandwidths, GEMM compute efficiencies scaled by the ratio
-of measured matmul fractions when both are known), and the answer says so in
+``"auto"`` picks a stored profile by the rule in ``db.calibration_repository.profile_choice``
+(its one home); no profile means the priors. Any other value is a profile id; a profile
+fitted on another accelerator has its efficiencies transferred onto this accelerator's spec
+sheet (the fractions apply to the new peaks and bandwidths, GEMM compute efficiencies scaled
+by the ratio of measured matmul fractions when both are known), and the answer says so in
 ``transferred_from``.
 """
 
@@ -21,11 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Engine, Subquery, bindparam, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import CalibrationRepository
-from service.db.models import AcceleratorRow, CalibrationProfileRow
+from service.db.calibration_repository import AUTO, CalibrationRepository
+from service.db.catalog_repository import AcceleratorRepository
+from service.db.freshness import Token
+from service.db.models import CalibrationProfileRow
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.calibration.priors import with_engine_priors
@@ -38,11 +39,10 @@ from service.engine.efficiency import (
 )
 from service.engine.estimate import EstimateResult
 from service.engine.hardware import Accelerator
-from service.services.catalog import CatalogTokens, Token
+from service.services.catalog import CatalogTokens
 from service.services.errors import NotFoundError
 from service.services.representation import accelerator_from_row
 
-AUTO = "auto"
 NONE = "none"
 # Which compute-efficiency prior shaped an answer (``efficiency_prior``; None: a profile's own).
 PRIOR_MEASURED = "measured_matmul"
@@ -91,23 +91,8 @@ def uncalibrated(accelerator: Accelerator | None, backend: str | None = None) ->
 
 
 def _accelerator(session: Session, accelerator_id: str) -> Accelerator | None:
-    row = session.get(AcceleratorRow, accelerator_id)
+    row = AcceleratorRepository(session).get(accelerator_id)
     return None if row is None else accelerator_from_row(row)
-
-
-def _find(
-    repo: CalibrationRepository, accelerator_id: str, backend: str | None, calibration: str
-) -> CalibrationProfileRow | None:
-    if calibration != AUTO:
-        row = repo.get(calibration)
-        if row is None:
-            raise NotFoundError("calibration profile", calibration)
-        return row
-    if backend:
-        return repo.newest(accelerator_id, backend) or repo.newest(accelerator_id, "")
-    # No backend named: only profiles fitted without one. Another backend's profile (its host
-    # overheads, its harness) is never applied to a request that did not ask for that backend.
-    return repo.newest(accelerator_id, "")
 
 
 def choice_reason(calibration: str, backend: str | None, chosen: Mapping[str, Any]) -> str:
@@ -133,18 +118,32 @@ def resolve_efficiency(
     backend: str | None,
     calibration: str,
     *,
+    viewer: str = "",
     accelerator: Accelerator | None = None,
 ) -> ResolvedEfficiency:
-    """Return the efficiency parameters for ``calibration``; NotFoundError for an unknown id.
+    """Return the efficiency parameters for ``calibration`` as chosen for ``viewer`` (the
+    caller's API key prefix, "" anonymous); NotFoundError for an unknown or invisible id.
 
     ``accelerator`` is the target's catalog entry; without it, it is read from the database.
     """
     target = accelerator if accelerator is not None else _accelerator(session, accelerator_id)
     if calibration == NONE:
         return uncalibrated(target, backend)
-    row = _find(CalibrationRepository(session), accelerator_id, backend, calibration)
+    row = CalibrationRepository(session).choose(accelerator_id, backend, calibration, viewer)
     if row is None:
+        if calibration != AUTO:
+            raise NotFoundError("calibration profile", calibration)
         return uncalibrated(target, backend)
+    return apply_profile(session, row, accelerator_id, target)
+
+
+def apply_profile(
+    session: Session,
+    row: CalibrationProfileRow,
+    accelerator_id: str,
+    target: Accelerator | None,
+) -> ResolvedEfficiency:
+    """Apply a chosen profile to the target accelerator (transferred if fitted on another)."""
     result = CalibrationResult.from_dict(row.result)
     transferred_from = row.accelerator if row.accelerator != accelerator_id else None
     params, prior = result.efficiency, None
@@ -165,48 +164,6 @@ def resolve_efficiency(
         transferred=transferred_from is not None,
         efficiency_prior=prior,
     )
-
-
-def _newest_id(backend: Any) -> ColumnElement[Any]:
-    """Newest profile id for the bound ``accelerator_id`` and ``backend`` ("": none)."""
-    table = CalibrationProfileRow
-    stmt = select(table.id).where(
-        table.accelerator == bindparam("accelerator_id"), table.backend == backend
-    )
-    return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
-
-
-def profile_id_column(backend: str | None, calibration: str) -> tuple[str, ColumnElement[Any]]:
-    """Return a cache key and a column selecting the profile id ``calibration`` resolves to.
-
-    Mirrors ``_find``: the newest profile with this backend, else one stored without a
-    backend; without a backend, the newest stored without one; or the given id if it exists.
-    The column binds ``accelerator_id``, ``backend`` and ``profile_id``.
-    """
-    table = CalibrationProfileRow
-    if calibration != AUTO:
-        return "id", select(table.id).where(table.id == bindparam("profile_id")).scalar_subquery()
-    if backend:
-        return "auto-backend", func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
-    return "auto-generic", _newest_id("")
-
-
-def linked_profile(backend: str | None, calibration: str) -> tuple[str, Subquery]:
-    """Return a cache key and the profile part of a request's freshness query.
-
-    A one-row subquery: ``value`` is the profile id ``calibration`` resolves to (None: none)
-    and ``accelerator`` the accelerator that profile was fitted on, whose spec sheet a
-    transfer reads (``freshness_query`` joins its token). Binds as ``profile_id_column``.
-    """
-    key, column = profile_id_column(backend, calibration)
-    chosen = select(column.label("id")).subquery("chosen_profile")
-    # An alias, so the profile id subqueries are not correlated with the joined row; its id
-    # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
-    profile = aliased(CalibrationProfileRow, name="linked_profile")
-    linked = select(
-        profile.id.label("value"), profile.accelerator.label("accelerator")
-    ).select_from(chosen.outerjoin(profile, profile.id == chosen.c.id))
-    return key, linked.subquery("linked")
 
 
 # Target accelerator token and source accelerator token a profile was resolved under.
@@ -262,9 +219,11 @@ class ProfileCache:
         """
         hit = self.cached(tokens, profile_id)
         if hit is None:
-            hit = resolve_efficiency(
-                session, tokens.accelerator_id, None, profile_id, accelerator=accelerator
-            )
+            # The freshness query already chose this id for the caller (visibility included).
+            row = CalibrationRepository(session).get(profile_id)
+            if row is None:
+                raise NotFoundError("calibration profile", profile_id)
+            hit = apply_profile(session, row, tokens.accelerator_id, accelerator)
             key = (profile_id, tokens.accelerator_id)
             if len(self._resolved) >= PROFILE_CACHE_LIMIT and key not in self._resolved:
                 self._resolved.clear()

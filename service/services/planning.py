@@ -204,8 +204,11 @@ def upper_bound_of(resolved: ResolvedEfficiency) -> UpperBound | None:
 class PlanningService:
     """Answer planning questions against the catalog within one session."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, viewer: str = "") -> None:
+        """``viewer``: the caller's API key prefix ("" anonymous), whose private calibration
+        profiles ``calibration`` may choose besides the published ones."""
         self.session = session
+        self.viewer = viewer
         self.catalog = CatalogService(session)
 
     def _workload(self, spec: PlanSpec) -> Workload | None:
@@ -270,7 +273,9 @@ class PlanningService:
         notes: list[str] = []
         candidates: list[Candidate] = []
         for acc in accelerators:
-            resolved = resolve_efficiency(self.session, acc.id, spec.backend, spec.calibration)
+            resolved = resolve_efficiency(
+                self.session, acc.id, spec.backend, spec.calibration, viewer=self.viewer
+            )
             band = upper_bound_of(resolved)
             if spec.use_interval_upper_bound and band is None:
                 notes.append(

@@ -7,10 +7,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import CalibrationRepository, IdempotencyRepository
+from service.db.calibration_repository import (
+    CalibrationRepository,
+    IdempotencyRepository,
+    profile_choice,
+)
 from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
 from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import spec_sheet_efficiency
@@ -112,9 +117,9 @@ def test_newest_and_pages(db_session: Session) -> None:
     assert newest_plain is not None and newest_plain.id == "cal_2"
     assert newest_any is not None and newest_any.id == "cal_3"
     assert repo.newest("b200", None) is None
-    assert [r.id for r in repo.page(limit=2)] == ["cal_1", "cal_2"]
-    assert [r.id for r in repo.page(after_id="cal_2")] == ["cal_3", "cal_4"]
-    assert [r.id for r in repo.page(accelerator="h200-sxm")] == ["cal_4"]
+    assert [r.id for r in repo.page(viewer="", limit=2)] == ["cal_1", "cal_2"]
+    assert [r.id for r in repo.page(viewer="", after_id="cal_2")] == ["cal_3", "cal_4"]
+    assert [r.id for r in repo.page(viewer="", accelerator="h200-sxm")] == ["cal_4"]
 
 
 def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
@@ -164,3 +169,29 @@ def test_resolution_of_auto_none_ids_and_transfer(db_session: Session) -> None:
     assert h200_auto.calibration is None and h200_auto.params == spec_sheet_efficiency(h200)
     with pytest.raises(NotFoundError):
         resolve_efficiency(db_session, "h100-sxm", None, "cal_missing")
+
+
+def test_choose_applies_one_rule_in_python_and_in_the_freshness_column(
+    db_session: Session,
+) -> None:
+    repo = CalibrationRepository(db_session)
+    repo.add(profile("cal_plain_old", minutes=1), [])
+    repo.add(profile("cal_plain", name="q", minutes=2), [])
+    repo.add(profile("cal_vllm", backend="vllm", minutes=3), [])
+    repo.add(profile("cal_h200", accelerator="h200-sxm", minutes=4), [])
+    cases = {
+        ("h100-sxm", "vllm", "auto"): "cal_vllm",  # that backend's newest
+        ("h100-sxm", "trtllm", "auto"): "cal_plain",  # none of trtllm: newest without backend
+        ("h100-sxm", None, "auto"): "cal_plain",  # never the newer vllm profile
+        ("b200", "vllm", "auto"): None,
+        ("b200", None, "cal_h200"): "cal_h200",  # an id, whatever accelerator it was fitted on
+        ("h100-sxm", None, "cal_missing"): None,
+    }
+    for (accelerator, backend, calibration), expected in cases.items():
+        row = repo.choose(accelerator, backend, calibration)
+        assert (row.id if row is not None else None) == expected, (accelerator, backend)
+        choice = profile_choice(backend, calibration)
+        column = db_session.scalar(
+            select(choice.column), {"accelerator_id": accelerator, **choice.params}
+        )
+        assert column == expected, (accelerator, backend, calibration)

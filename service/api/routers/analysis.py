@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -22,10 +21,15 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from service.api.budgets import check_estimate_points, check_response_bytes, estimate_points
-from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer
 from service.api.heavy import HeavyWork
 from service.api.heavy_calls import run_heavy
-from service.api.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, field_name
+from service.api.problems import (
+    error_problem,
+    problem_response,
+    pydantic_errors,
+    validation_body,
+)
 from service.api.schemas.analysis import (
     AnalysisRequest,
     EstimateBatchRequest,
@@ -37,13 +41,7 @@ from service.api.schemas.analysis import (
     ProblemOut,
 )
 from service.api.schemas.traffic import LengthDistributionIn, StreamIn, TrafficIn
-from service.engine.errors import (
-    ContextWindowError,
-    EngineError,
-    InvalidLayoutError,
-    InvalidShapeError,
-    UnsupportedDtypeError,
-)
+from service.engine.errors import EngineError
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.services.errors import FieldError, NotFoundError
@@ -67,7 +65,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Heavy-work queue full or database unreachable; see Retry-After.",
     },
 }
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp|dp)\b")
 # Sweeps with more points than this run in a worker thread, not on the event loop.
 INLINE_POINTS = 256
 
@@ -87,85 +84,25 @@ def get_analysis(session: SessionDep) -> AnalysisService:
 AnalysisDep = Annotated[AnalysisService, Depends(get_analysis, scope="function")]
 
 
-async def loaded_analysis(request: Request, target: AnalysisTarget) -> AnalysisService:
-    """Return a session-less service holding ``target`` (NotFoundError if a row is absent)."""
+async def loaded_analysis(
+    request: Request, target: AnalysisTarget, viewer: str = ""
+) -> AnalysisService:
+    """Return a session-less service holding ``target`` as ``viewer`` sees it (the caller's
+    key prefix chooses among its private profiles too); NotFoundError if a row is absent."""
     lookup = CatalogLookup(request.app.state.engine)
-    tokens, loaded = lookup.fresh(target, request.app.state.reader)
+    tokens, loaded = lookup.fresh(target, request.app.state.reader, viewer)
     if loaded is None:
         factory = request.app.state.session_factory
         loaded = await run_in_threadpool(lookup.load_in_session, factory, tokens, target)
-    return AnalysisService(None, loaded={target: loaded})
+    return AnalysisService(None, viewer=viewer, loaded={target: loaded})
 
 
 AcceptHeader = Annotated[str | None, Header()]
 
 
-def problem_body(
-    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
-    """Return an RFC 9457 problem object (the body of a problem+json response)."""
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = errors
-    return body
-
-
-def _invalid(errors: list[dict[str, str]], detail: str | None = None) -> dict[str, Any]:
-    names = ", ".join(e["field"] for e in errors)
-    return problem_body(
-        422,
-        "Validation failed",
-        detail or f"invalid value for: {names}",
-        "validation-error",
-        errors,
-    )
-
-
-def engine_error_field(exc: EngineError) -> str:
-    """Name the request field an engine error is about."""
-    if isinstance(exc, InvalidShapeError):
-        return "model"
-    if isinstance(exc, InvalidLayoutError):
-        match = _LAYOUT_FIELD.match(str(exc))
-        return f"parallelism.{match.group(1)}" if match else "parallelism"
-    if isinstance(exc, UnsupportedDtypeError):
-        return "precision"
-    if isinstance(exc, ContextWindowError):
-        return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
-    return "body"
-
-
-def error_problem(exc: Exception) -> dict[str, Any]:
-    """Map a service or engine error to a problem object (404 unknown id, 422 invalid input)."""
-    if isinstance(exc, NotFoundError):
-        return problem_body(404, "Not Found", str(exc), "not-found")
-    if isinstance(exc, FieldError):
-        return _invalid([{"field": exc.field, "message": exc.message}], str(exc))
-    if isinstance(exc, EngineError):
-        return _invalid([{"field": engine_error_field(exc), "message": str(exc)}], str(exc))
-    raise exc
-
-
-def validation_error_problem(exc: ValidationError, root: str = "body") -> dict[str, Any]:
-    """Turn a pydantic ValidationError into a 422 problem naming each field (``root`` if none)."""
-    errors = [
-        {
-            "field": field_name(err["loc"]) if err.get("loc") else root,
-            "message": str(err.get("msg", "invalid")),
-        }
-        for err in exc.errors()
-    ]
-    return _invalid(errors)
-
-
-def problem_response(body: dict[str, Any]) -> JSONResponse:
-    """Send a problem object as problem+json with its status."""
-    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE)
+def _problem(exc: Exception) -> dict[str, Any]:
+    """The problem object of an analysis error (a shape error is about the request's model)."""
+    return error_problem(exc, shape_field="model")
 
 
 def _target(body: AnalysisRequest) -> AnalysisTarget:
@@ -307,7 +244,7 @@ def estimate_csv(answer: dict[str, Any]) -> str:
     responses=ERROR_RESPONSES,
     dependencies=[ReadAccess],
 )
-async def post_intensity(body: IntensityRequest, request: Request) -> Response:
+async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewer) -> Response:
     """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU."""
     spec = IntensitySpec(
         target=_target(body),
@@ -316,10 +253,10 @@ async def post_intensity(body: IntensityRequest, request: Request) -> Response:
         context_tokens=body.context_tokens,
     )
     try:
-        analysis = await loaded_analysis(request, spec.target)
+        analysis = await loaded_analysis(request, spec.target, viewer)
         return FastJSONResponse(analysis.intensity(spec))
     except (NotFoundError, FieldError, EngineError) as exc:
-        return problem_response(error_problem(exc))
+        return problem_response(_problem(exc))
 
 
 @router.post(
@@ -332,12 +269,12 @@ async def post_intensity(body: IntensityRequest, request: Request) -> Response:
     dependencies=[ReadAccess],
 )
 async def post_estimates(
-    body: EstimateRequest, request: Request, accept: AcceptHeader = None
+    body: EstimateRequest, request: Request, viewer: Viewer, accept: AcceptHeader = None
 ) -> Response:
     """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv)."""
     spec = estimate_spec(body)
     try:
-        analysis = await loaded_analysis(request, spec.target)
+        analysis = await loaded_analysis(request, spec.target, viewer)
         if len(spec.batch_sizes) > INLINE_POINTS or spec.traffic is not None:
             heavy: HeavyWork = request.app.state.heavy
             async with heavy.slot():
@@ -345,7 +282,7 @@ async def post_estimates(
         else:
             answer = analysis.estimate(spec)
     except (NotFoundError, FieldError, EngineError) as exc:
-        return problem_response(error_problem(exc))
+        return problem_response(_problem(exc))
     if wants_csv(accept) and answer["points"]:
         return Response(estimate_csv(answer), media_type=CSV_MEDIA_TYPE)
     return FastJSONResponse(answer)
@@ -353,17 +290,18 @@ async def post_estimates(
 
 @dataclass(frozen=True, slots=True)
 class BatchWork:
-    """What a batch's heavy call needs: the raw items and the budgets."""
+    """What a batch's heavy call needs: the raw items, the budgets and who asks."""
 
     items: list[Any]
     max_points: int
     max_response_bytes: int
+    viewer: str = ""
 
 
 def batch_answer(session: Session, work: BatchWork) -> Response:
     """Answer a batch (a heavy call: run by ``run_heavy``, in a child process or a thread)."""
     check_estimate_points(estimate_points(work.items), work.max_points)
-    analysis = AnalysisService(session)
+    analysis = AnalysisService(session, viewer=work.viewer)
     results: list[dict[str, Any] | None] = [None] * len(work.items)
     specs: list[EstimateSpec] = []
     positions: list[int] = []
@@ -371,12 +309,12 @@ def batch_answer(session: Session, work: BatchWork) -> Response:
         try:
             request = EstimateRequest.model_validate(raw)
         except ValidationError as exc:
-            results[index] = validation_error_problem(exc, root="item")
+            results[index] = validation_body(pydantic_errors(exc.errors(), root="item"))
             continue
         specs.append(estimate_spec(request))
         positions.append(index)
     for index, answer in zip(positions, analysis.estimate_many(specs), strict=True):
-        results[index] = error_problem(answer) if isinstance(answer, Exception) else answer
+        results[index] = _problem(answer) if isinstance(answer, Exception) else answer
     encoded = orjson.dumps({"items": results})
     check_response_bytes(len(encoded), work.max_response_bytes)
     return Response(encoded, media_type="application/json")
@@ -396,12 +334,14 @@ def json_within_budget(content: Any, max_response_bytes: int) -> Response:
     dependencies=[ReadAccess],
 )
 async def post_estimates_batch(
-    body: EstimateBatchRequest, request: Request, settings: SettingsDep
+    body: EstimateBatchRequest, request: Request, settings: SettingsDep, viewer: Viewer
 ) -> Response:
     """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
 
     The items' batch sizes together may not exceed the work budget (``max_estimate_points``);
     the batch runs in a heavy-work slot (503 + Retry-After when they are all taken).
     """
-    work = BatchWork(list(body.items), settings.max_estimate_points, settings.max_response_bytes)
+    work = BatchWork(
+        list(body.items), settings.max_estimate_points, settings.max_response_bytes, viewer
+    )
     return await run_heavy(request, batch_answer, work)

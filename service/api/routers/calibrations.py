@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from service.api.deps import ApiKeyHeader, ReadAccess, SessionDep, SettingsDep, WriteAccess
+from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer, WriteAccess
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
@@ -239,10 +239,7 @@ class _Unsupported(Exception):
         )
 
 
-def _owner(api_key: str | None) -> str:
-    """The non-secret lookup prefix of the caller's key (scopes idempotency keys per client)."""
-    parts = (api_key or "").split("_")
-    return parts[1] if len(parts) == 3 else ""
+Visibility = Literal["published", "private"]
 
 
 @router.post(
@@ -300,8 +297,16 @@ async def create_calibration(
             "it an upload whose runs name several backends is a 422.",
         ),
     ] = False,
+    visibility: Annotated[
+        Visibility,
+        Query(
+            description="published: every reader's (listed, read and chosen by anyone's "
+            '"auto"); private: only the uploading key\'s (others get 404, and their "auto" '
+            "never picks it). docs/shared-service.md.",
+        ),
+    ] = "published",
     idempotency_key: IdempotencyKey = None,
-    api_key: ApiKeyHeader = None,
+    viewer: Viewer = "",
 ) -> Response:
     """Fit a calibration profile from measurements and store it with them (201)."""
     query = {
@@ -327,8 +332,9 @@ async def create_calibration(
             create,
             upload,
             limits,
-            owner=_owner(api_key),
+            owner=viewer,
             idempotency_key=idempotency_key,
+            visibility=visibility,
         )
     except FitTimeoutError as exc:
         return problem(
@@ -349,24 +355,26 @@ async def create_calibration(
 @router.get("", response_model=ListPage[CalibrationProfileOut], dependencies=[ReadAccess])
 def list_calibrations(
     service: CalibrationDep,
+    viewer: Viewer,
     accelerator: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Cursor = None,
 ) -> dict[str, Any]:
-    """List profiles in creation order, optionally for one accelerator, by an opaque cursor."""
-    page = service.list_profiles(accelerator=accelerator, cursor=cursor, limit=limit)
+    """List the profiles the caller may see (published ones and its key's private ones) in
+    creation order, optionally for one accelerator, by an opaque cursor."""
+    page = service.list_profiles(accelerator=accelerator, cursor=cursor, limit=limit, viewer=viewer)
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
 @router.get("/{calibration_id}", response_model=CalibrationProfileOut, dependencies=[ReadAccess])
-def get_calibration(calibration_id: str, service: CalibrationDep) -> dict[str, Any]:
-    """Return one profile."""
-    return service.get(calibration_id)
+def get_calibration(calibration_id: str, service: CalibrationDep, viewer: Viewer) -> dict[str, Any]:
+    """Return one profile (404 for another key's private profile)."""
+    return service.get(calibration_id, viewer=viewer)
 
 
 @router.get("/{calibration_id}/measurements", dependencies=[ReadAccess])
 def get_calibration_measurements(
-    calibration_id: str, service: CalibrationDep
+    calibration_id: str, service: CalibrationDep, viewer: Viewer
 ) -> dict[str, list[dict[str, Any]]]:
-    """Return the measurements a profile was fitted on, in upload order."""
-    return {"items": service.measurements(calibration_id)}
+    """Return the measurements a profile was fitted on, in upload order (404 as for GET)."""
+    return {"items": service.measurements(calibration_id, viewer=viewer)}

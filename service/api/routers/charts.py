@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from service.api.deps import ReadAccess
+from service.api.deps import ReadAccess, get_viewer
 from service.api.heavy_calls import run_heavy
 from service.api.query_patterns import SLUG, comma_list, int_list, slug_list
 from service.api.routers.planning import plan_spec
@@ -384,13 +384,14 @@ def frontier_chart_body(
 _SERVICE_PARAMETERS = frozenset({"analysis", "planning", "max_plan_points"})
 
 
-def chart_answer(session: Session, work: tuple[str, dict[str, Any]]) -> Response:
-    """Draw a chart (a heavy call: run by ``run_heavy``); ``work`` = (chart, parameters)."""
-    name, params = work
+def chart_answer(session: Session, work: tuple[str, dict[str, Any], str]) -> Response:
+    """Draw a chart (a heavy call: run by ``run_heavy``); ``work`` = (chart, parameters, the
+    caller's key prefix whose private calibration profiles the chart may use)."""
+    name, params, viewer = work
     if name == "frontier":
-        return frontier_chart_body(PlanningService(session), **params)
+        return frontier_chart_body(PlanningService(session, viewer=viewer), **params)
     body = roofline_chart_body if name == "roofline" else sweep_chart_body
-    return body(AnalysisService(session), **params)
+    return body(AnalysisService(session, viewer=viewer), **params)
 
 
 def _heavy_route(name: str, body: Callable[..., Response]) -> Callable[..., Any]:
@@ -402,7 +403,8 @@ def _heavy_route(name: str, body: Callable[..., Response]) -> Callable[..., Any]
     async def route(request: Request, **params: Any) -> Response:
         if wants_budget:
             params["max_plan_points"] = request.app.state.settings.max_plan_points
-        return await run_heavy(request, chart_answer, (name, params))
+        viewer = await get_viewer(request, request.headers.get("x-api-key"))
+        return await run_heavy(request, chart_answer, (name, params, viewer))
 
     first = inspect.Parameter(
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request

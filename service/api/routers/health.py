@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.api.startup import NOT_READY_RETRY_AFTER_S
 from service.db.migrate import is_at_head
+from service.db.session import ping
 
 router = APIRouter(tags=["service"])
 
@@ -36,8 +36,7 @@ def readyz(request: Request) -> JSONResponse:
         )
     try:
         engine = request.app.state.engine
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
+        ping(engine)
         checks["database"] = True
         checks["migrations"] = is_at_head(engine)
     except SQLAlchemyError as exc:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from service.api.deps import ReadAccess, SessionDep, SettingsDep
+from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer
 from service.api.heavy_calls import run_heavy
 from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget, stream_fields
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
@@ -96,10 +96,12 @@ def get_workloads() -> dict[str, Any]:
     return {"items": list_workloads()}
 
 
-def plan_answer(session: Session, work: tuple[PlanSpec, int]) -> Response:
-    """Answer a plan (a heavy call: run by ``run_heavy``); ``work`` = (spec, response budget)."""
-    spec, max_response_bytes = work
-    return json_within_budget(PlanningService(session).plan(spec), max_response_bytes)
+def plan_answer(session: Session, work: tuple[PlanSpec, int, str]) -> Response:
+    """Answer a plan (a heavy call: run by ``run_heavy``); ``work`` = (spec, response budget,
+    the caller's key prefix whose private calibration profiles the plan may use)."""
+    spec, max_response_bytes, viewer = work
+    answer = PlanningService(session, viewer=viewer).plan(spec)
+    return json_within_budget(answer, max_response_bytes)
 
 
 @router.post(
@@ -108,12 +110,14 @@ def plan_answer(session: Session, work: tuple[PlanSpec, int]) -> Response:
     responses=ERROR_RESPONSES,
     dependencies=[ReadAccess],
 )
-async def post_plan(body: PlanRequest, request: Request, settings: SettingsDep) -> Response:
+async def post_plan(
+    body: PlanRequest, request: Request, settings: SettingsDep, viewer: Viewer
+) -> Response:
     """Rank feasible deployments for a question, with the frontier and every rejection's reason.
 
     An infeasible question answers 200 with no configuration and the reasons. Candidates x
     concurrency levels may not exceed the work budget (``max_plan_points``; 422 past it); the
     plan runs in a heavy-work slot (503 + Retry-After when they are all taken).
     """
-    work = (plan_spec(body, settings.max_plan_points), settings.max_response_bytes)
+    work = (plan_spec(body, settings.max_plan_points), settings.max_response_bytes, viewer)
     return await run_heavy(request, plan_answer, work)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic.config import JsonDict
@@ -236,6 +236,10 @@ class CalibrationProfileOut(BaseModel):
     name: str
     version: int = Field(description="1, 2, ... per (accelerator, backend, name).")
     created_at: str
+    visibility: Literal["published", "private"] = Field(
+        default="published",
+        description="published: every reader's; private: only the uploading API key's.",
+    )
     format: str = Field(description="Upload format: json, vllm_bench_json or a CSV format.")
     n_measurements: int
     parameters: dict[str, float] = Field(

@@ -1,0 +1,162 @@
+"""Calibration profile visibility: a private profile is listed, read and used (by id or by
+"auto") only with the API key that uploaded it; everyone else sees published profiles only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.client.measurement_files import read_measurement_file
+from service.services.calibration import check_visibility
+from service.services.errors import FieldError
+
+GEMM = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
+ESTIMATE = {
+    "model": "llama-3.1-8b",
+    "accelerator": "h100-sxm",
+    "input_tokens": 1024,
+    "output_tokens": 128,
+    "batch_sizes": [1, 8],
+}
+
+
+def upload(client: TestClient, key: str, name: str, **query: str) -> dict[str, Any]:
+    rows = read_measurement_file(GEMM, accelerator="h100-sxm").measurements
+    response = client.post(
+        "/v1/calibrations",
+        params=query,
+        json={"accelerator": "h100-sxm", "name": name, "measurements": rows},
+        headers={"X-API-Key": key},
+    )
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def headers(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"X-API-Key": key}
+
+
+def chosen(client: TestClient, key: str | None, calibration: str = "auto") -> Any:
+    response = client.post(
+        "/v1/estimates", json={**ESTIMATE, "calibration": calibration}, headers=headers(key)
+    )
+    if response.status_code != 200:
+        return response.status_code
+    calibration_out = response.json()["calibration"]
+    return None if calibration_out is None else calibration_out["id"]
+
+
+@pytest.fixture
+def keys(make_api_key: Callable[..., str]) -> dict[str, str]:
+    return {"alice": make_api_key("write"), "bob": make_api_key("write")}
+
+
+@pytest.fixture
+def profiles(client: TestClient, keys: dict[str, str]) -> dict[str, str]:
+    """Alice publishes one profile, then stores a newer private one; Bob stores nothing."""
+    published = upload(client, keys["alice"], "shared")
+    private = upload(client, keys["alice"], "mine", visibility="private")
+    assert published["visibility"] == "published" and private["visibility"] == "private"
+    return {"published": published["id"], "private": private["id"]}
+
+
+def test_only_the_owner_lists_and_reads_a_private_profile(
+    client: TestClient, keys: dict[str, str], profiles: dict[str, str]
+) -> None:
+    made_up = "rl_0123456789ab_not-a-real-key"
+    for key, expected in (
+        (None, [profiles["published"]]),
+        (keys["bob"], [profiles["published"]]),
+        (made_up, [profiles["published"]]),
+        (keys["alice"], [profiles["published"], profiles["private"]]),
+    ):
+        listed = client.get("/v1/calibrations", headers=headers(key))
+        assert listed.status_code == 200
+        assert [p["id"] for p in listed.json()["items"]] == expected, key
+    private = profiles["private"]
+    for path in (f"/v1/calibrations/{private}", f"/v1/calibrations/{private}/measurements"):
+        for key in (None, keys["bob"], made_up):
+            hidden = client.get(path, headers=headers(key))
+            assert hidden.status_code == 404, (path, key)
+            assert hidden.headers["content-type"] == "application/problem+json"
+        assert client.get(path, headers=headers(keys["alice"])).status_code == 200
+    # Bob's 404 is the same answer as for an id that never existed.
+    unknown = client.get("/v1/calibrations/cal_nope", headers=headers(keys["bob"])).json()
+    assert client.get(f"/v1/calibrations/{private}").json()["title"] == unknown["title"]
+
+
+def test_auto_picks_published_profiles_and_the_callers_own(
+    client: TestClient, keys: dict[str, str], profiles: dict[str, str]
+) -> None:
+    # The private profile is the newest, but only its owner's "auto" takes it; asking as
+    # Alice first must not leave it in a cache other callers read.
+    assert chosen(client, keys["alice"]) == profiles["private"]
+    assert chosen(client, None) == profiles["published"]
+    assert chosen(client, keys["bob"]) == profiles["published"]
+    assert chosen(client, keys["alice"]) == profiles["private"]
+    # By id: the owner may use it, anyone else gets the unknown-id 404.
+    assert chosen(client, keys["alice"], profiles["private"]) == profiles["private"]
+    assert chosen(client, keys["bob"], profiles["private"]) == 404
+    assert chosen(client, None, profiles["private"]) == 404
+    assert chosen(client, None, profiles["published"]) == profiles["published"]
+
+
+def test_another_keys_newer_private_profile_is_never_chosen(
+    client: TestClient, keys: dict[str, str], profiles: dict[str, str]
+) -> None:
+    bobs = upload(client, keys["bob"], "bobs", visibility="private")["id"]
+    assert chosen(client, keys["bob"]) == bobs
+    assert chosen(client, keys["alice"]) == profiles["private"]
+    assert chosen(client, None) == profiles["published"]
+
+
+def test_batches_and_intensity_apply_the_same_visibility(
+    client: TestClient, keys: dict[str, str], profiles: dict[str, str]
+) -> None:
+    items = [{**ESTIMATE, "calibration": profiles["private"]}, {**ESTIMATE}]
+    for key, first_status in ((keys["alice"], None), (keys["bob"], 404)):
+        response = client.post("/v1/estimates/batch", json={"items": items}, headers=headers(key))
+        assert response.status_code == 200
+        first, second = response.json()["items"]
+        if first_status is None:
+            assert first["calibration"]["id"] == profiles["private"]
+            assert second["calibration"]["id"] == profiles["private"]  # auto: her own, newest
+        else:
+            assert first["status"] == first_status
+            assert second["calibration"]["id"] == profiles["published"]
+    step = {
+        "model": "llama-3.1-8b",
+        "accelerator": "h100-sxm",
+        "phase": "decode",
+        "batch_size": 8,
+        "context_tokens": 1024,
+        "calibration": profiles["private"],
+    }
+    assert client.post("/v1/intensity", json=step, headers=headers(keys["bob"])).status_code == 404
+    mine = client.post("/v1/intensity", json=step, headers=headers(keys["alice"]))
+    assert mine.status_code == 200 and mine.json()["calibration"]["id"] == profiles["private"]
+
+
+def test_visibility_must_be_published_or_private(client: TestClient, keys: dict[str, str]) -> None:
+    rows = read_measurement_file(GEMM, accelerator="h100-sxm").measurements
+    response = client.post(
+        "/v1/calibrations",
+        params={"visibility": "secret"},
+        json={"accelerator": "h100-sxm", "name": "x", "measurements": rows},
+        headers={"X-API-Key": keys["alice"]},
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "visibility"
+
+
+def test_a_private_profile_needs_an_owning_key() -> None:
+    # Writes over HTTP always carry a verified key; the in-process CLI may not.
+    check_visibility("private", "0123456789ab")
+    check_visibility("published", "")
+    with pytest.raises(FieldError, match="needs an API key"):
+        check_visibility("private", "")
