@@ -44,6 +44,7 @@ class EstimateSpec:
     mode: str = "static"
     price_usd_per_hour: float | None = None
     traffic: TrafficRequest | None = None
+    load_pattern: str = "closed_loop"  # serving only (engine.estimate.LOAD_PATTERNS)
 
     @property
     def group_key(self) -> tuple[Any, ...]:
@@ -55,4 +56,5 @@ class EstimateSpec:
             self.mode,
             self.price_usd_per_hour,
             self.traffic,
+            self.load_pattern,
         )

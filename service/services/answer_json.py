@@ -234,6 +234,7 @@ def estimate_header(
         "model": model.id,
         "accelerator": accelerator.id,
         "mode": result.mode,
+        "load_pattern": first.load_pattern,
         "backend": target.backend,
         **target_echo(target, result.precision),
         "compute_dtype": result.compute_dtype,

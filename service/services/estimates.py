@@ -134,6 +134,7 @@ class AnalysisService:
 
         Without batch sizes (a traffic-only request) the answer has no points.
         """
+        _check_load(spec)
         if not spec.batch_sizes and spec.traffic is None:
             raise FieldError("batch_sizes", "required unless traffic is given")
         if spec.traffic is not None and spec.target.dp != 1:
@@ -192,12 +193,17 @@ class AnalysisService:
                 except (ServiceError, EngineError) as exc:
                     answers[index] = exc
                 continue
+            try:
+                _check_load(spec)
+            except FieldError as exc:
+                answers[index] = exc
+                continue
             groups.setdefault(spec.group_key, []).append(index)
         # Groups differing only in request lengths are stacked into one vectorised engine pass.
         stacks: dict[tuple[Any, ...], list[list[int]]] = {}
         for indices in groups.values():
             first = specs[indices[0]]
-            key = (first.target, first.mode, first.price_usd_per_hour)
+            key = (first.target, first.mode, first.load_pattern, first.price_usd_per_hour)
             stacks.setdefault(key, []).append(indices)
         for stacked in stacks.values():
             if len(stacked) > 1:
@@ -238,6 +244,7 @@ class AnalysisService:
             output_tokens=[group[0].output_tokens for group in groups],
             batch_sizes=[np.asarray(b, dtype=np.float64) for b in batch_sizes],
             mode=first.mode,
+            load_pattern=first.load_pattern,
             params=reach_params(
                 resolved.profile,
                 resolved.params,
@@ -279,6 +286,7 @@ class AnalysisService:
             output_tokens=first.output_tokens,
             batch_sizes=np.asarray(batch_sizes, dtype=np.float64),
             mode=first.mode,
+            load_pattern=first.load_pattern,
             params=reach_params(
                 resolved.profile,
                 resolved.params,
@@ -312,3 +320,9 @@ class AnalysisService:
             weights_dtype=result.precision.weights,  # native resolved by the engine
             backend=target.backend,
         )
+
+
+def _check_load(spec: EstimateSpec) -> None:
+    """An offline queue is a serving question; FieldError names ``load_pattern`` otherwise."""
+    if spec.load_pattern != "closed_loop" and spec.mode != "serving":
+        raise FieldError("load_pattern", f"{spec.load_pattern} needs mode serving")

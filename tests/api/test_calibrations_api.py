@@ -625,3 +625,27 @@ def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
         )["points"][0]
         assert point["tpot_ms"] == pytest.approx(cfg["tpot_ms"], rel=1e-9)
         assert point["ttft_ms"] == pytest.approx(cfg["ttft_ms"], rel=1e-9)
+
+
+def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    """A profile fitted on closed-loop runs carries the harness's admission wait and queue
+    share; an offline question (requests queued at once) is answered without them."""
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+    harness = serving_profile["fit"]["harness_terms"]["closed_loop"]
+    assert harness["admission_wait_steps"] > 0.5  # the fit moved it off its prior
+    closed = estimate(client, precision=fp8, batch_sizes=[16])
+    offline = estimate(client, precision=fp8, batch_sizes=[16], load_pattern="offline")
+    assert closed["load_pattern"] == "closed_loop" and offline["load_pattern"] == "offline"
+    (c,), (o,) = closed["points"], offline["points"]
+    # fewer than the running limit: no queue, so TTFT differs only by the harness terms
+    assert o["queue_wait_ms"] == 0 and c["queue_wait_ms"] == 0
+    assert o["ttft_ms"] < c["ttft_ms"]
+    bad = client.post(
+        "/v1/estimates",
+        json={"model": "qwen3-32b", "accelerator": "h100-sxm", "input_tokens": 8,
+              "output_tokens": 8, "batch_sizes": [1], "load_pattern": "offline"},
+    )  # fmt: skip
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["field"] == "load_pattern"

@@ -171,6 +171,7 @@ def estimate_spec(body: EstimateRequest) -> EstimateSpec:
         output_tokens=body.output_tokens,
         batch_sizes=tuple(body.batch_sizes or ()),
         mode=body.mode,
+        load_pattern=body.load_pattern,
         price_usd_per_hour=body.price_usd_per_hour,
         traffic=traffic_request(body.traffic),
     )

@@ -23,6 +23,7 @@ ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
+LoadPattern = Literal["closed_loop", "offline"]
 Bound = Literal["memory", "compute", "communication"]
 # JSON integers only: true, "8" or 1.5 are refused, not read as numbers.
 BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INTEGER]
@@ -130,6 +131,12 @@ class EstimateRequest(AnalysisRequest):
         "Required unless `traffic` is given.",
     )
     mode: Mode = "static"
+    load_pattern: LoadPattern = Field(
+        default="closed_loop",
+        description="Serving only: closed_loop (batch_sizes are concurrent clients, each "
+        "sending its next request when the last ends) or offline (batch_sizes are requests "
+        "queued at once; the engine runs as many as fit, with the engine's own terms only).",
+    )
     price_usd_per_hour: float | None = Field(
         default=None,
         strict=True,
@@ -306,6 +313,7 @@ class EstimateResponse(BaseModel):
     model: str
     accelerator: str
     mode: Mode
+    load_pattern: LoadPattern
     backend: str | None
     precision: PrecisionOut
     parallelism: ParallelismIn
