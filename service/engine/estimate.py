@@ -164,6 +164,7 @@ def _evaluate(
     price: float | FloatArray | None,
     memory_utilization: float,
     load_pattern: str = "closed_loop",
+    max_running_requests: int | None = None,
 ) -> _Points:
     """Run the timeline, memory and cost formulas elementwise over the points."""
     gpus = parallelism.gpus_per_replica
@@ -206,7 +207,12 @@ def _evaluate(
             model,
             hardware,
             concurrency=batches,
-            max_running=max_batch,
+            # the KV-cache limit, and the engine's own cap on running requests where it has one
+            max_running=(
+                max_batch
+                if max_running_requests is None
+                else np.minimum(max_batch, float(max_running_requests))
+            ),
             input_tokens=s_in,
             output_tokens=s_out,
             precision=precision,
@@ -330,6 +336,7 @@ def estimate(
     price_usd_per_hour: float | None = None,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
     load_pattern: str = "closed_loop",
+    max_running_requests: int | None = None,
 ) -> EstimateResult:
     """Estimate speed, memory and cost per batch size (static) or concurrency (serving).
 
@@ -337,7 +344,9 @@ def estimate(
     ``precision`` says which was used). Static: TTFT = prefill of B·S_in tokens; TPOT = decode
     step at batch B and context S_in + S_out/2; e2e = TTFT + (S_out − 1)·TPOT. Serving: see
     ``serving.serving_state``; ``load_pattern`` (``LOAD_PATTERNS``) says how serving requests
-    are offered. A configuration that does not fit is reported with ``fits`` False, not raised.
+    are offered, and ``max_running_requests`` is the serving engine's cap on requests it runs at
+    once (vLLM ``max_num_seqs``; None: only the KV-cache limit). A configuration that does not
+    fit is reported with ``fits`` False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
     precision = precision.resolved(model.native_weights_dtype)
@@ -359,6 +368,7 @@ def estimate(
         price=price,
         memory_utilization=memory_utilization,
         load_pattern=load_pattern,
+        max_running_requests=max_running_requests,
     )
     return EstimateResult(
         mode=mode,
@@ -412,6 +422,7 @@ def estimate_stacked(
     with_critical_batch: bool = True,
     member_params: Sequence[EfficiencyParams] | None = None,
     load_pattern: str = "closed_loop",
+    max_running_requests: int | None = None,
 ) -> list[EstimateResult]:
     """Return ``estimate`` of every member in one vectorised pass over all their points.
 
@@ -472,6 +483,7 @@ def estimate_stacked(
         price=price_array,
         memory_utilization=memory_utilization,
         load_pattern=load_pattern,
+        max_running_requests=max_running_requests,
     )
     columns = _columns(points, batches, stack.tdp_w, gpus)
     ends = np.cumsum(sizes).tolist()

@@ -108,6 +108,8 @@ class Candidate:
     price_usd_per_hour: float | None = None
     calibration: Mapping[str, Any] | None = None  # passed through to the answer
     upper_bound: UpperBound | None = None
+    # the serving engine's cap on running requests (estimate's max_running_requests)
+    max_running_requests: int | None = None
 
     @property
     def usd_per_gpu_hour(self) -> float | None:
@@ -392,11 +394,24 @@ def _evaluate_all(
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i in limits:
         c = candidates[i]
-        key = (c.model, c.precision, c.parallelism, c.params.replace(**unit))
+        key = (
+            c.model,
+            c.precision,
+            c.parallelism,
+            c.params.replace(**unit),
+            c.max_running_requests,
+        )
         groups.setdefault(key, []).append(i)
     out: dict[int, _Evaluated] = {}
-    for (model, precision, parallelism, _), indices in groups.items():
+    for (model, precision, parallelism, _, running_cap), indices in groups.items():
         members = [candidates[i] for i in indices]
+        levels = [
+            _levels(
+                limits[i] if running_cap is None else min(limits[i], running_cap),
+                question.concurrency_levels,
+            )
+            for i in indices
+        ]
         results = estimate_stacked(
             model,
             [c.accelerator for c in members],
@@ -404,13 +419,14 @@ def _evaluate_all(
             parallelism=parallelism,
             input_tokens=[question.input_tokens] * len(members),
             output_tokens=[question.output_tokens] * len(members),
-            batch_sizes=[_levels(limits[i], question.concurrency_levels) for i in indices],
+            batch_sizes=levels,
             mode=question.mode,
             params=members[0].params,
             prices_usd_per_hour=[c.price_usd_per_hour for c in members],
             memory_utilization=question.memory_utilization,
             with_critical_batch=False,
             member_params=[c.params for c in members],
+            max_running_requests=running_cap,
         )
         for i, c, r in zip(indices, members, results, strict=True):
             out[i] = _judge(c, question, r)

@@ -20,6 +20,7 @@ from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.roofline import analyze_intensity
 from service.engine.shapes import ModelShape
+from service.engine.traffic.backends import scheduler_defaults
 from service.services.analysis_specs import AnalysisTarget, EstimateSpec, IntensitySpec
 from service.services.answer_json import (
     STACKED_COLUMNS,
@@ -245,6 +246,7 @@ class AnalysisService:
             batch_sizes=[np.asarray(b, dtype=np.float64) for b in batch_sizes],
             mode=first.mode,
             load_pattern=first.load_pattern,
+            max_running_requests=running_cap(target, accelerator),
             params=reach_params(
                 resolved.profile,
                 resolved.params,
@@ -287,6 +289,7 @@ class AnalysisService:
             batch_sizes=np.asarray(batch_sizes, dtype=np.float64),
             mode=first.mode,
             load_pattern=first.load_pattern,
+            max_running_requests=running_cap(target, accelerator),
             params=reach_params(
                 resolved.profile,
                 resolved.params,
@@ -326,3 +329,10 @@ def _check_load(spec: EstimateSpec) -> None:
     """An offline queue is a serving question; FieldError names ``load_pattern`` otherwise."""
     if spec.load_pattern != "closed_loop" and spec.mode != "serving":
         raise FieldError("load_pattern", f"{spec.load_pattern} needs mode serving")
+
+
+def running_cap(target: AnalysisTarget, accelerator: Accelerator) -> int | None:
+    """The named backend's default cap on running requests (vLLM ``max_num_seqs``), if any."""
+    if not target.backend:
+        return None
+    return scheduler_defaults(target.backend, accelerator).max_running_requests

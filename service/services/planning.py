@@ -33,6 +33,7 @@ from service.engine.planning import (
 )
 from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
+from service.engine.traffic.backends import scheduler_defaults
 from service.engine.traffic.fleet import fewest_replicas_bound, size_fleet
 from service.engine.workloads import WORKLOADS, Workload
 from service.services.catalog import CatalogService
@@ -282,6 +283,9 @@ class PlanningService:
                     f"{acc.id}: no calibration intervals; targets judged on point predictions"
                 )
             price = spec.price_usd_per_hour.get(acc.id)
+            running_cap = (
+                scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None
+            )
             for model in models:
                 for layout in layouts(
                     model,
@@ -307,6 +311,7 @@ class PlanningService:
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
                                 upper_bound=band,
+                                max_running_requests=running_cap,
                             )
                         )
         return candidates, notes

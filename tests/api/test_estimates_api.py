@@ -402,3 +402,40 @@ def test_dp_with_traffic_is_a_422(client: TestClient) -> None:
     )
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["field"] == "parallelism.dp"
+
+
+def test_a_named_backend_caps_the_running_requests_at_its_default(client: TestClient) -> None:
+    """vLLM runs at most max_num_seqs = 1024 requests on an 80 GB H100 (the KV cache of a small
+    model would hold more); naming no backend leaves only the KV-cache limit; plans agree."""
+    body = {
+        "model": "llama-3.2-1b",
+        "accelerator": "h100-sxm",
+        "input_tokens": 128,
+        "output_tokens": 128,
+        "batch_sizes": [4000],
+        "mode": "serving",
+        "calibration": "none",
+    }
+    free = client.post("/v1/estimates", json=body).json()
+    vllm = client.post("/v1/estimates", json={**body, "backend": "vllm"}).json()
+    assert free["max_batch_size"] > 1024
+    assert free["points"][0]["running_batch_size"] > 1024
+    assert vllm["points"][0]["running_batch_size"] == 1024
+    plan = client.post(
+        "/v1/plans",
+        json={
+            "models": ["llama-3.2-1b"],
+            "accelerators": ["h100-sxm"],
+            "input_tokens": 128,
+            "output_tokens": 128,
+            "slo": {"ttft_ms_max": 100000, "tpot_ms_max": 1000},
+            "requests_per_s": 1,
+            "precisions": [{"weights": "bf16"}],
+            "max_gpus_per_replica": 1,
+            "backend": "vllm",
+            "calibration": "none",
+        },
+    )
+    assert plan.status_code == 200, plan.text
+    configs = plan.json()["configurations"]
+    assert configs and max(c["concurrency"] for c in configs) <= 1024

@@ -20,6 +20,7 @@ from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
 from service.engine.precision import WIDE_DTYPES, Precision
 from service.engine.shapes import ModelShape
+from service.engine.traffic.backends import scheduler_defaults
 
 Run = StaticMeasurement | ServingMeasurement
 OUTPUTS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
@@ -102,6 +103,7 @@ class _Stack:
     mode: str
     harness: bool  # closed-loop serving: the harness terms apply (``with_harness_terms``)
     load_pattern: str  # ``engine_load_pattern``
+    max_running_requests: int | None  # the run's backend default cap (traffic.backends)
     input_tokens: tuple[int, ...]  # per member
     output_tokens: tuple[int, ...]
     batches: tuple[NDArray[np.float64], ...]
@@ -125,7 +127,7 @@ class RunPredictor:
         self.serving = np.array(
             [isinstance(self.runs[t.run], ServingMeasurement) for t in self.targets], dtype=bool
         )
-        self.stacks = _stacks(self.runs, models)
+        self.stacks = _stacks(self.runs, models, accelerator)
 
     def outputs(
         self, params: EfficiencyParams, modes: Iterable[str] = ("static", "serving")
@@ -147,6 +149,7 @@ class RunPredictor:
                 mode=s.mode,
                 params=params if s.harness else engine_only(params),
                 load_pattern=s.load_pattern,
+                max_running_requests=s.max_running_requests,
                 with_critical_batch=False,
             )
             for k, name in enumerate(OUTPUTS):
@@ -164,10 +167,19 @@ class RunPredictor:
         return np.asarray(outputs[..., self.target_output, self.target_run], dtype=np.float64)
 
 
-def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stack]:
+def _running_cap(run: Run, accelerator: Accelerator) -> int | None:
+    """As estimates do: the cap on running requests of the run's backend (None: KV limit)."""
+    if not run.backend:
+        return None
+    return scheduler_defaults(run.backend, accelerator).max_running_requests
+
+
+def _stacks(
+    runs: Sequence[Run], models: Mapping[str, ModelShape], accelerator: Accelerator
+) -> list[_Stack]:
     by_stack: dict[Hashable, dict[tuple[int, int], list[int]]] = {}
     for i, r in enumerate(runs):
-        load = (with_harness_terms(r), engine_load_pattern(r))
+        load = (with_harness_terms(r), engine_load_pattern(r), _running_cap(r, accelerator))
         key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), load)
         members = by_stack.setdefault(key, {})
         members.setdefault((r.input_tokens, r.output_tokens), []).append(i)
@@ -183,6 +195,7 @@ def _stacks(runs: Sequence[Run], models: Mapping[str, ModelShape]) -> list[_Stac
                 mode=mode_of(first),
                 harness=with_harness_terms(first),
                 load_pattern=engine_load_pattern(first),
+                max_running_requests=_running_cap(first, accelerator),
                 input_tokens=tuple(k[0] for k in members),
                 output_tokens=tuple(k[1] for k in members),
                 batches=tuple(
