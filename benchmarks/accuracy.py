@@ -34,7 +34,13 @@ from service.engine.calibration.domain import (
 )
 from service.engine.calibration.end_to_end import RunPredictions, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
-from service.engine.calibration.intervals import Interval, extra_spread, residual_quantiles
+from service.engine.calibration.intervals import (
+    DEFAULT_SPREADS,
+    TRANSFER_LOG_SIGMA,
+    Interval,
+    extra_spread,
+    residual_quantiles,
+)
 from service.engine.calibration.kernel_models import KernelBatch
 from service.engine.calibration.measurements import (
     GemmMeasurement,
@@ -930,16 +936,25 @@ def spreads_section() -> None:
         "Median over the groups of each kind. These are the `DEFAULT_SPREADS` of "
         "`service/engine/calibration/intervals.py`, used when a profile's own runs cannot "
         "measure a kind (one model, one mode); a profile that can measures its own "
-        "(`extrapolation_cv.py`). Transfer is shown for context: its widening stays "
-        "`TRANSFER_LOG_SIGMA`."
+        "(`extrapolation_cv.py`). The accelerator median is `TRANSFER_LOG_SIGMA`, the "
+        "widening of a profile applied to another accelerator. The last column is the value "
+        "the service uses now; a row whose median moved by more than 0.005 is marked stale "
+        "(copy the medians into intervals.py and rerun)."
     )
     out()
     rows = []
     for (kind, metric), values in sorted(GROUPS.spreads.items()):
-        rows.append(
-            [kind, metric, str(len(values)), f"{np.median(values):.3f}", f"{max(values):.3f}"]
-        )
-    table(["kind", "metric", "groups", "median log-spread", "max"], rows)
+        if kind == "accelerator":
+            used: float | None = TRANSFER_LOG_SIGMA
+        else:
+            spread = DEFAULT_SPREADS.get(metric, {}).get(kind)
+            used = None if spread is None else spread.log_sigma
+        median = float(np.median(values))
+        state = "–" if used is None else f"{used:.3f}"
+        if used is not None and abs(used - median) > 0.005:
+            state += " **stale**"
+        rows.append([kind, metric, str(len(values)), f"{median:.3f}", f"{max(values):.3f}", state])
+    table(["kind", "metric", "groups", "median log-spread", "max", "in intervals.py"], rows)
 
 
 def group_coverage_section() -> None:
@@ -979,7 +994,13 @@ ISSUE_11_NOTES = (
     "(3) Intervals widen by measured spreads per extrapolation kind: each fit measures its own "
     "(`extrapolation_cv.py`), and where its runs cannot (one model, one mode) section 11a's "
     "figures are used; those were measured on the same protocols whose coverage section 11 "
-    "reports, so that coverage is not independent of them for single-model profiles. "
+    "reports, so that coverage is not independent of them for single-model profiles. The "
+    "values in intervals.py had drifted from the medians as the engine changed (model TPOT "
+    "0.071 against 0.139 measured now); they were copied from section 11a again, and the "
+    "transfer widening, until then a fixed ±10% prior, is now the measured accelerator "
+    "median (0.110). Groups within 72–88% moved from 17 to 16 of 71 (gpt-oss-120b held out "
+    "64 → 75%; Qwen3-32B on TensorRT-LLM held out 81 → 90%); section 11a flags a value that "
+    "drifts again. "
     "(4) The per-step overhead falls back toward its prior by half per doubling outside the "
     "fitted GPU counts (`reach.py`); the rate was chosen before any run and not varied. "
     "After seeing section 7's SGLang group fail (a profile fitted on vLLM and TensorRT-LLM "
