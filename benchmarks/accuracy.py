@@ -673,12 +673,12 @@ def coverage_section() -> None:
     if transfer:
         out(
             f"All transfer rows together (not a target row, for context): {len(transfer)} runs, "
-            f"{100 * np.mean(transfer):.0f}% inside. The transfer widening is one fixed prior "
-            "(±10% log-spread from the spread of GEMM and HBM efficiency across A100/H100/GH200 "
-            "in the reference spec sheets), not fitted on these runs. It cannot know a target's "
-            "own systematic transfer error, so per target the coverage is high where the H100 "
-            "profile transfers well and low where it does not; pooled over the targets it is "
-            "what a prior can be checked on. The widening is combined with the H100 residual "
+            f"{100 * np.mean(transfer):.0f}% inside. The transfer widening is one log-spread, "
+            f"{TRANSFER_LOG_SIGMA:.3f}: the median of these four transfers' measured spreads "
+            "(section 11a), so this coverage is not independent of it. One spread cannot know a "
+            "target's own systematic transfer error, so per target the coverage is high where "
+            "the H100 profile transfers well and low where it does not; pooled over the targets "
+            "it is what one spread can be checked on. The widening is combined with the H100 residual "
             "band in quadrature (independent errors add variances). Until this revision it was "
             "added to each quantile linearly, which over-widened (pooled 88%, per target 95 / "
             "98 / 78 / 98%); the combination was corrected after seeing those figures."
@@ -1105,9 +1105,9 @@ def summary_section() -> None:
         "per-step overheads fitted on two TP sizes extrapolate imperfectly to the third; "
         "Mixtral-8x7B is the only MoE model, so leaving it out extrapolates from dense models; "
         "the A100 memory size is not stated by the source (section 5 infers the 40 GB part from "
-        "the data); the transfer widening is one fixed prior (±10% log-spread, intervals.py), "
-        "not fitted per target, so it over-covers where the transfer is accurate and "
-        "under-covers where it is not. "
+        "the data); the transfer widening is one measured spread (intervals.py), not one per "
+        "target, so it over-covers where the transfer is accurate and under-covers where it "
+        "is not. "
         "No parameter was tuned on a test split."
     )
     out()
