@@ -679,9 +679,10 @@ def coverage_section() -> None:
             "target's own systematic transfer error, so per target the coverage is high where "
             "the H100 profile transfers well and low where it does not; pooled over the targets "
             "it is what one spread can be checked on. The widening is combined with the H100 "
-            "residual band in quadrature (independent errors add variances). Until this revision it was "
-            "added to each quantile linearly, which over-widened (pooled 88%, per target 95 / "
-            "98 / 78 / 98%); the combination was corrected after seeing those figures."
+            "residual band in quadrature (independent errors add variances). Until an earlier "
+            "revision it was added to each quantile linearly, which over-widened (pooled 88%, "
+            "per target 95 / 98 / 78 / 98%); the combination was corrected after seeing those "
+            "figures."
         )
     out()
 
