@@ -41,6 +41,7 @@ from service.api.schemas.calibrations import (
 from service.api.schemas.common import Cursor, ListPage
 from service.services.calibration import (
     CalibrationService,
+    FitCrashedError,
     FitLimits,
     FitTimeoutError,
 )
@@ -342,6 +343,14 @@ async def create_calibration(
             "Service Unavailable",
             str(exc),
             "fit-time-budget-exceeded",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+    except FitCrashedError as exc:
+        return problem(
+            503,
+            "Service Unavailable",
+            str(exc),
+            "fit-worker-died",
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     headers = {}
