@@ -15,6 +15,7 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from service.engine.efficiency import EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult, estimate, estimate_stacked
 from service.engine.hardware import Accelerator
@@ -106,12 +107,7 @@ class AnalysisService:
             context_tokens=spec.context_tokens,
             precision=target.precision,
             parallelism=target.parallelism,
-            params=reach_params(
-                resolved.profile,
-                resolved.params,
-                gpus=target.parallelism.gpus_per_replica,
-                backend=target.backend,
-            ),
+            params=profile_params(resolved, target, None),
         )
         return {
             "model": model.id,
@@ -163,12 +159,7 @@ class AnalysisService:
             accelerator,
             target.precision,
             target.parallelism,
-            reach_params(
-                resolved.profile,
-                resolved.params,
-                gpus=target.parallelism.gpus_per_replica,
-                backend=target.backend,
-            ),
+            profile_params(resolved, target, "serving"),
             target.backend,
         )
         prepared = prepare(
@@ -247,12 +238,7 @@ class AnalysisService:
             mode=first.mode,
             load_pattern=first.load_pattern,
             max_running_requests=running_cap(target, accelerator),
-            params=reach_params(
-                resolved.profile,
-                resolved.params,
-                gpus=target.parallelism.gpus_per_replica,
-                backend=target.backend,
-            ),
+            params=profile_params(resolved, target, first.mode),
             prices_usd_per_hour=[first.price_usd_per_hour] * len(groups),
         )
         columns: dict[str, Any] = {
@@ -290,12 +276,7 @@ class AnalysisService:
             mode=first.mode,
             load_pattern=first.load_pattern,
             max_running_requests=running_cap(target, accelerator),
-            params=reach_params(
-                resolved.profile,
-                resolved.params,
-                gpus=target.parallelism.gpus_per_replica,
-                backend=target.backend,
-            ),
+            params=profile_params(resolved, target, first.mode),
             price_usd_per_hour=first.price_usd_per_hour,
         )
         found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
@@ -336,3 +317,16 @@ def running_cap(target: AnalysisTarget, accelerator: Accelerator) -> int | None:
     if not target.backend:
         return None
     return scheduler_defaults(target.backend, accelerator).max_running_requests
+
+
+def profile_params(
+    resolved: ResolvedEfficiency, target: AnalysisTarget, mode: str | None
+) -> EfficiencyParams:
+    """The resolved parameters within the profile's reach for this layout, backend and mode."""
+    return reach_params(
+        resolved.profile,
+        resolved.params,
+        gpus=target.parallelism.gpus_per_replica,
+        backend=target.backend,
+        mode=mode,
+    )

@@ -58,12 +58,13 @@ def reach_params(
     *,
     gpus: float,
     backend: str | None = None,
+    mode: str | None = None,
 ) -> EfficiencyParams:
-    """The profile's parameters for a request on ``gpus`` GPUs (``reach.within_reach``)."""
+    """The profile's parameters for a request on ``gpus`` GPUs in ``mode`` (``within_reach``)."""
     if profile is None or profile.get("domain") is None:
         return params
     priors = {
         k: Prior(float(p["mean"]), float(p["sd"])) for k, p in profile.get("priors", {}).items()
     }
     domain = Domain.from_dict(profile["domain"])
-    return within_reach(params, priors, domain, gpus=gpus, backend=backend)
+    return within_reach(params, priors, domain, gpus=gpus, backend=backend, mode=mode)

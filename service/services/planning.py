@@ -267,8 +267,14 @@ class PlanningService:
             return everything
         return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
-    def candidates(self, spec: PlanSpec) -> tuple[list[Candidate], list[str]]:
-        """Load models and accelerators (NotFoundError names the id) and enumerate candidates."""
+    def candidates(
+        self, spec: PlanSpec, mode: str = DEFAULT_MODE
+    ) -> tuple[list[Candidate], list[str]]:
+        """Load models and accelerators (NotFoundError names the id) and enumerate candidates.
+
+        ``mode`` is the question's (a profile's engine overheads apply in the modes it has runs
+        of, ``reach.within_reach``).
+        """
         models: list[ModelShape] = [self.catalog.model_shape(m) for m in dict.fromkeys(spec.models)]
         accelerators = self._accelerators(spec)
         notes: list[str] = []
@@ -307,6 +313,7 @@ class PlanningService:
                                     resolved.params,
                                     gpus=layout.gpus_per_replica,
                                     backend=spec.backend,
+                                    mode=mode,
                                 ),
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
@@ -319,7 +326,7 @@ class PlanningService:
     def plan(self, spec: PlanSpec) -> dict[str, Any]:
         """Answer as a JSON-ready dict (no configuration is an answer, not an error)."""
         question, preset = self.question(spec)
-        candidates, notes = self.candidates(spec)
+        candidates, notes = self.candidates(spec, question.mode)
         points = len(candidates) * question.concurrency_levels
         if spec.max_points is not None and points > spec.max_points:
             raise FieldError(

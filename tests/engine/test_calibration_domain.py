@@ -215,3 +215,21 @@ def test_another_backend_takes_its_own_priors_not_other_engines_fits() -> None:
             assert getattr(other, name) == getattr(fitted, name)
         else:
             assert getattr(other, name) == BACKEND_PRIORS["vllm"][name].mean
+
+
+def test_a_mode_the_profile_has_no_runs_of_takes_the_engine_priors() -> None:
+    from service.engine.calibration.reach import within_reach
+
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")  # serving runs only
+    assert domain.modes == ("serving",)
+    fitted = DEFAULT_EFFICIENCY.replace(
+        step_overhead_us=123.0, layer_overhead_us=30.0, admission_wait_steps=30.0
+    )
+    priors = {n: BACKEND_PRIORS["trtllm"][n] for n in TRUE}
+    assert within_reach(fitted, priors, domain, gpus=2.0, mode="serving") == fitted
+    static = within_reach(fitted, priors, domain, gpus=2.0, mode="static")
+    for name in TRUE:
+        expected = getattr(fitted, name) if name in HARNESS_TERMS else priors[name].mean
+        assert getattr(static, name) == expected
+    # kernel efficiencies (fitted on kernel tables) apply in every mode
+    assert static.gemm_compute_efficiency_bf16 == fitted.gemm_compute_efficiency_bf16

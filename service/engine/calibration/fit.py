@@ -63,6 +63,7 @@ from service.engine.calibration.quality import (
     log_residuals,
 )
 from service.engine.calibration.reach import within_reach
+from service.engine.calibration.run_predictor import mode_of
 from service.engine.calibration.solver import solve
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
@@ -149,12 +150,12 @@ class CalibrationResult:
 
         As estimates do: per GPU count and backend, parameters within their reach (reach.py).
         """
-        by_layout: dict[tuple[int, str | None], list[int]] = {}
+        by_layout: dict[tuple[int, str | None, str], list[int]] = {}
         for i, r in enumerate(runs):
-            by_layout.setdefault((r.tp * r.pp, r.backend), []).append(i)
+            by_layout.setdefault((r.tp * r.pp, r.backend, mode_of(r)), []).append(i)
         parts = []
-        for (gpus, backend), idx in by_layout.items():
-            params = self.params_for(gpus=float(gpus), backend=backend)
+        for (gpus, backend, mode), idx in by_layout.items():
+            params = self.params_for(gpus=float(gpus), backend=backend, mode=mode)
             got = e2e.predict_runs([runs[i] for i in idx], accelerator, models, params)
             parts.append(replace(got, run=np.asarray(idx, dtype=np.intp)[got.run]))
         if not parts:
@@ -168,9 +169,13 @@ class CalibrationResult:
             measured=np.concatenate([p.measured for p in parts])[order],
         )
 
-    def params_for(self, *, gpus: float, backend: str | None = None) -> EfficiencyParams:
+    def params_for(
+        self, *, gpus: float, backend: str | None = None, mode: str | None = None
+    ) -> EfficiencyParams:
         """The efficiencies an estimate on ``gpus`` GPUs uses (``reach.within_reach``)."""
-        return within_reach(self.efficiency, self.priors, self.domain, gpus=gpus, backend=backend)
+        return within_reach(
+            self.efficiency, self.priors, self.domain, gpus=gpus, backend=backend, mode=mode
+        )
 
     def quantiles(self, metric: str) -> ResidualQuantiles:
         """Held-out residual quantiles of ``metric`` (e.g. ``serving.tpot_ms``)."""
