@@ -337,21 +337,10 @@ async def create_calibration(
             idempotency_key=idempotency_key,
             visibility=visibility,
         )
-    except FitTimeoutError as exc:
+    except (FitTimeoutError, FitCrashedError) as exc:
+        slug = "fit-time-budget-exceeded" if isinstance(exc, FitTimeoutError) else "fit-worker-died"
         return problem(
-            503,
-            "Service Unavailable",
-            str(exc),
-            "fit-time-budget-exceeded",
-            headers={"Retry-After": str(RETRY_AFTER_S)},
-        )
-    except FitCrashedError as exc:
-        return problem(
-            503,
-            "Service Unavailable",
-            str(exc),
-            "fit-worker-died",
-            headers={"Retry-After": str(RETRY_AFTER_S)},
+            503, "Service Unavailable", str(exc), slug, headers={"Retry-After": str(RETRY_AFTER_S)}
         )
     headers = {}
     if "id" in outcome.body:
