@@ -19,7 +19,7 @@ loop and continuous batching schedule, sample and launch differently, so a reque
 (static, serving) the profile has no runs of takes the priors for them. The kernel efficiencies,
 fitted on kernel tables, apply in every mode. (On the shipped runs, a profile of static batches
 predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the reverse stayed at
-17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 10 of
+17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 9 of
 its narrative.) The closed-loop harness terms describe the load generator, not the engine, and
 are kept.
 """
