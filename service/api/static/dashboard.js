@@ -233,10 +233,6 @@ function render() {
       ...common, accelerator, mode: "serving", input_tokens: workload.input_tokens,
       output_tokens: workload.output_tokens, format: "svg",
     }), gen);
-    loadChart(card.querySelector(".chart-traffic"), chartUrl("traffic", {
-      ...common, accelerator, input_tokens: workload.input_tokens,
-      output_tokens: workload.output_tokens, format: "svg",
-    }), gen);
     const body = {
       model: state.model,
       accelerator,
@@ -249,7 +245,12 @@ function render() {
     begin();
     fillFigures(card, { ...body, batch_sizes: [Number(state.concurrency)] }, gen);
     begin();
-    const traffic = RidgelineTraffic.attach(card, body);
+    // The traffic chart is drawn only where the first traffic answer says it can be.
+    const traffic = RidgelineTraffic.attach(card, body, () => loadChart(
+      card.querySelector(".chart-traffic"), chartUrl("traffic", {
+        ...common, accelerator, input_tokens: workload.input_tokens,
+        output_tokens: workload.output_tokens, format: "svg",
+      }), gen));
     trafficPanels.push(traffic);
     traffic.ready.finally(() => done(gen));
   }

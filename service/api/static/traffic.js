@@ -53,8 +53,9 @@ const RidgelineTraffic = (() => {
   }
 
   // Wire the card's slider and number box to estimates of ``base`` (an estimate body without
-  // batch sizes). Returns { ready: a promise settled after the first answer, stop() }.
-  function attach(card, base) {
+  // batch sizes); ``onServes`` runs once the first answer shows the replica serves this traffic.
+  // Returns { ready: a promise settled after the first answer, stop() }.
+  function attach(card, base, onServes) {
     const panel = card.querySelector(".traffic");
     const slider = panel.querySelector(".rate-slider");
     const number = panel.querySelector(".rate-number");
@@ -98,13 +99,14 @@ const RidgelineTraffic = (() => {
     async function start() {
       const probe = await run(PROBE);
       if (probe === null) return;
+      onServes();
       const saturation = probe.saturation_requests_per_s;
       const step = saturation / SLIDER_STEPS;
       for (const input of [slider, number]) {
         input.min = String(step);
-        input.step = String(rounded(step));
         input.disabled = false;
       }
+      number.step = String(rounded(step)); // the slider keeps step="any": no snapping
       slider.max = String(saturation);
       const rate = rounded(START_SHARE * saturation);
       slider.value = number.value = String(rate);
