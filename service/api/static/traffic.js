@@ -40,7 +40,7 @@ const RidgelineTraffic = (() => {
       });
     }
     panel.querySelector(".utilization").textContent = figure(100 * traffic.utilization, 0, "%");
-    panel.querySelector(".load").textContent = figure(traffic.load_factor, 2, "× saturation");
+    panel.querySelector(".load").textContent = figure(traffic.load_factor, 2, "×");
     panel.querySelector(".achieved").textContent = figure(traffic.achieved_requests_per_s, 2);
     panel.querySelector(".saturation").textContent = figure(
       traffic.saturation_requests_per_s, 2);
