@@ -156,8 +156,9 @@ def traffic_sweep_data(
         return analysis.estimate(spec)
 
     if rates_per_s is None:
-        probe = at(PROBE_RATE_PER_S, num_requests=PROBE_REQUESTS)["traffic"]["saturation_requests_per_s"]
-        rates_per_s = [probe * share for share in DEFAULT_LOAD_FRACTIONS]
+        probe = at(PROBE_RATE_PER_S, num_requests=PROBE_REQUESTS)["traffic"]
+        saturation = probe["saturation_requests_per_s"]
+        rates_per_s = [saturation * share for share in DEFAULT_LOAD_FRACTIONS]
     answers = [at(rate) for rate in rates_per_s]
     first = answers[0]
     return TrafficSweepData(

@@ -203,8 +203,10 @@ def test_rate_slider_updates_the_percentiles(server: str, browser: webdriver.Chr
         [str(0.2 * saturation), str(0.7 * saturation), str(busy_rate)],
     )
     WebDriverWait(browser, PAGE_TIMEOUT_S).until(
-        lambda _: panel.get_attribute("data-state") == "ready"
-        and panel.get_attribute("data-rate") == str(busy_rate)
+        lambda _: (
+            panel.get_attribute("data-state") == "ready"
+            and panel.get_attribute("data-rate") == str(busy_rate)
+        )
     )
     number = panel.find_element(By.CSS_SELECTOR, ".rate-number")
     assert float(number.get_attribute("value") or "nan") == busy_rate

@@ -23,7 +23,6 @@ from service.api.schemas.analysis import (
     ActivationDtype,
 )
 from service.api.schemas.common import Dtype
-from service.api.schemas.traffic import MAX_REQUEST_RATE_PER_S
 from service.api.schemas.planning import (
     MAX_ACCELERATORS,
     MAX_GPUS_PER_REPLICA,
@@ -31,6 +30,7 @@ from service.api.schemas.planning import (
     PlanRequest,
     WorkloadId,
 )
+from service.api.schemas.traffic import MAX_REQUEST_RATE_PER_S
 from service.charts.frontier import frontier_chart
 from service.charts.render import MEDIA_TYPES, ChartFormat, render
 from service.charts.roofline import roofline_chart
