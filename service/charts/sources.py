@@ -1,7 +1,7 @@
 """Data behind each chart, from the same services the JSON endpoints use.
 
-Roofline and sweep come from ``AnalysisService`` (POST /v1/intensity and /v1/estimates), the
-frontier from ``PlanningService`` (POST /v1/plans).
+Roofline, sweep and traffic come from ``AnalysisService`` (POST /v1/intensity and
+/v1/estimates), the frontier from ``PlanningService`` (POST /v1/plans).
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ from typing import Any
 
 from service.services.estimates import AnalysisService, AnalysisTarget, EstimateSpec, IntensitySpec
 from service.services.planning import PlanningService, PlanSpec
+from service.services.traffic import TrafficRequest
+
+# Without chosen rates the traffic chart runs at these shares of the replica's saturation rate.
+DEFAULT_LOAD_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+# The saturation rate does not depend on the offered rate: the probe learning it runs any rate
+# on the shortest stream the API allows.
+PROBE_RATE_PER_S, PROBE_REQUESTS = 1.0, 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,19 @@ class SweepData:
     output_tokens: int
     max_batch_size: int | None
     points: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficSweepData:
+    """Open-loop traffic answers (the API's ``traffic`` objects) at several request rates."""
+
+    accelerator_id: str
+    model_id: str
+    input_tokens: int
+    output_tokens: int
+    arrival: str
+    saturation_requests_per_s: float
+    answers: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +135,40 @@ def sweep_data(
         output_tokens=answer["output_tokens"],
         max_batch_size=answer.get("max_batch_size"),
         points=list(answer["points"]),
+    )
+
+
+def traffic_sweep_data(
+    analysis: AnalysisService,
+    target: AnalysisTarget,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    rates_per_s: Sequence[float] | None,
+    arrival_cv: float | None = None,
+) -> TrafficSweepData:
+    """Simulate the traffic at each rate (default: shares of the saturation rate, learnt first)."""
+
+    def at(rate: float, **stream: Any) -> dict[str, Any]:
+        process = "poisson" if arrival_cv is None else "gamma"
+        traffic = TrafficRequest(rate, process=process, cv=arrival_cv, **stream)
+        spec = EstimateSpec(target, input_tokens, output_tokens, (), "serving", traffic=traffic)
+        return analysis.estimate(spec)
+
+    if rates_per_s is None:
+        probe = at(PROBE_RATE_PER_S, num_requests=PROBE_REQUESTS)["traffic"]
+        saturation = probe["saturation_requests_per_s"]
+        rates_per_s = [saturation * share for share in DEFAULT_LOAD_FRACTIONS]
+    answers = [at(rate) for rate in rates_per_s]
+    first = answers[0]
+    return TrafficSweepData(
+        accelerator_id=first["accelerator"],
+        model_id=first["model"],
+        input_tokens=first["input_tokens"],
+        output_tokens=first["output_tokens"],
+        arrival="Poisson" if arrival_cv is None else f"gamma (cv {arrival_cv:g})",
+        saturation_requests_per_s=first["traffic"]["saturation_requests_per_s"],
+        answers=[a["traffic"] for a in answers],
     )
 
 

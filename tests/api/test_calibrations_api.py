@@ -649,3 +649,28 @@ def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
     )  # fmt: skip
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "load_pattern"
+
+
+def test_sweep_chart_shades_the_calibrated_interval(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    answer = estimate(client)
+    params = {"model": "qwen3-32b", "accelerator": "h100-sxm", "input_tokens": 1024,
+              "output_tokens": 128, "batch_sizes": "1,16,64", "mode": "serving",
+              "backend": "trtllm", "format": "vega"}  # fmt: skip
+    spec = client.get("/v1/charts/sweep", params=params).json()
+    bands = {
+        (row["metric"], row["batch_size"]): (row["p10"], row["p90"])
+        for values in spec["datasets"].values()
+        for row in values
+        if row.get("p10") is not None
+    }
+    for point in answer["points"]:
+        for metric, title in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
+            expected = (point[f"{metric}_p10"], point[f"{metric}_p90"])
+            assert bands[(title, point["batch_size"])] == pytest.approx(expected)
+    areas = [
+        layer for panel in spec["hconcat"] for layer in panel["layer"]
+        if layer["mark"]["type"] == "area"
+    ]  # fmt: skip
+    assert [a["encoding"]["y2"]["field"] for a in areas] == ["p90", "p90"]  # TTFT, TPOT panels

@@ -9,9 +9,10 @@ import pytest
 from service.charts.frontier import frontier_chart, frontier_rows
 from service.charts.render import render
 from service.charts.roofline import plotted_operators, roofline_chart
-from service.charts.sources import FrontierData, RooflineData, SweepData
+from service.charts.sources import FrontierData, RooflineData, SweepData, TrafficSweepData
 from service.charts.style import to_spec
 from service.charts.sweep import memory_limit, sweep_chart, sweep_rows
+from service.charts.traffic import traffic_chart, traffic_rows
 
 
 def rows_of(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,3 +140,52 @@ def test_frontier_marks_points_that_miss_the_targets() -> None:
     assert rows[0]["slo"] == "misses targets" and rows[0]["series"] == "chip"
     two_models = frontier_rows(FrontierData(["tiny", "big"], {"chip": [point]}))
     assert two_models[0]["series"] == "chip · tiny"
+
+
+def traffic_answer(
+    rate: float, ttft: tuple[float, float, float], saturated: bool = False
+) -> dict[str, Any]:
+    def band(p50: float, p90: float, p99: float) -> dict[str, float]:
+        return {"mean": p50, "p50": p50, "p90": p90, "p99": p99}
+
+    return {
+        "request_rate_per_s": rate,
+        "ttft_ms": band(*ttft),
+        "tpot_ms": band(20.0, 22.0, 25.0),
+        "e2e_latency_ms": band(5000.0, 5600.0, 6100.0),
+        "saturated": saturated,
+    }
+
+
+TRAFFIC = TrafficSweepData(
+    "chip",
+    "tiny",
+    1024,
+    256,
+    "Poisson",
+    4.0,
+    [traffic_answer(1.0, (100.0, 140.0, 210.0)), traffic_answer(5.0, (900.0, 2e3, 4e3), True)],
+)
+
+
+def test_traffic_band_spans_p50_to_p99_in_every_panel() -> None:
+    rows = traffic_rows(TRAFFIC)
+    ttft = [r for r in rows if r["metric"] == "TTFT (ms)"]
+    assert [(r["p50"], r["p99"]) for r in ttft] == [(100.0, 210.0), (900.0, 4000.0)]
+    assert [r["load"] for r in ttft] == ["keeps up", "saturated"]
+    spec = to_spec(traffic_chart(TRAFFIC))
+    assert len(spec["hconcat"]) == 3
+    for panel in spec["hconcat"]:
+        area = next(layer for layer in panel["layer"] if layer["mark"]["type"] == "area")
+        assert area["encoding"]["y"]["field"] == "p50"
+        assert area["encoding"]["y2"]["field"] == "p99"
+        assert area["encoding"]["x"]["field"] == "request_rate_per_s"
+    svg = render(spec, "svg")
+    assert b"saturation 4.00/s" in svg
+
+
+def test_traffic_rows_skip_metrics_without_samples() -> None:
+    answer = traffic_answer(1.0, (100.0, 140.0, 210.0))
+    answer["tpot_ms"] = {"mean": None, "p50": None, "p90": None, "p99": None}
+    rows = traffic_rows(TrafficSweepData("chip", "tiny", 1, 1, "Poisson", 2.0, [answer]))
+    assert {r["metric"] for r in rows} == {"TTFT (ms)", "end-to-end (ms)"}

@@ -1,4 +1,4 @@
-"""/v1/charts: roofline, sweep and frontier charts as SVG, PNG or a Vega-Lite specification."""
+"""/v1/charts: roofline, sweep, traffic and frontier charts as SVG, PNG or Vega-Lite JSON."""
 
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ from service.api.schemas.planning import (
     PlanRequest,
     WorkloadId,
 )
+from service.api.schemas.traffic import MAX_REQUEST_RATE_PER_S
 from service.charts.frontier import frontier_chart
 from service.charts.render import MEDIA_TYPES, ChartFormat, render
 from service.charts.roofline import roofline_chart
-from service.charts.sources import frontier_data, roofline_data, sweep_data
+from service.charts.sources import frontier_data, roofline_data, sweep_data, traffic_sweep_data
 from service.charts.style import to_spec
 from service.charts.sweep import sweep_chart
+from service.charts.traffic import traffic_chart
 from service.engine.errors import (
     EngineError,
     InvalidLayoutError,
@@ -52,6 +54,7 @@ router = APIRouter(prefix="/v1/charts", tags=["charts"])
 
 MAX_ROOFLINE_BATCHES = 8
 MAX_SWEEP_POINTS = 64
+MAX_TRAFFIC_RATES = 16
 MAX_FRONTIER_MODELS = 4
 MAX_FRONTIER_TP = 16
 MAX_DEGREE = 1024
@@ -59,6 +62,7 @@ _DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|int4|fp4)"
 _ACTIVATION_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|fp4)"
 PRECISION_LIST = comma_list(f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE})?)?", MAX_PRECISIONS)
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
+RATE_LIST = comma_list(r"[0-9]{1,7}(?:\.[0-9]{1,6})?", MAX_TRAFFIC_RATES)
 
 Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
@@ -236,6 +240,60 @@ def sweep_chart_body(
     return chart_response(to_spec(sweep_chart(data)), fmt)
 
 
+def parse_rates(raw: str) -> list[float]:
+    """Parse ``"0.5,2,4"`` into distinct ascending rates in (0, MAX_REQUEST_RATE_PER_S]."""
+    rates = sorted({float(part) for part in raw.split(",")})
+    if rates[0] <= 0 or rates[-1] > MAX_REQUEST_RATE_PER_S:
+        raise FieldError("rates", f"rates must lie within (0, {MAX_REQUEST_RATE_PER_S:g}]")
+    return rates
+
+
+def traffic_chart_body(
+    analysis: AnalysisService,
+    accelerator: Slug,
+    model: Slug,
+    input_tokens: Tokens = 1024,
+    output_tokens: Tokens = 256,
+    rates: Annotated[
+        str | None,
+        Query(
+            pattern=RATE_LIST,
+            description=f"Comma-separated requests/s (1 to {MAX_TRAFFIC_RATES}). Default: "
+            "10% to 95% of the replica's saturation rate.",
+        ),
+    ] = None,
+    arrival_cv: Annotated[
+        float | None,
+        Query(gt=0, le=10, allow_inf_nan=False, description="Gamma arrivals (else Poisson)."),
+    ] = None,
+    weights: Dtype = "bf16",
+    activations: ActivationDtype = "bf16",
+    kv_cache: Dtype = "bf16",
+    tp: Degree = 1,
+    pp: Degree = 1,
+    ep: Degree = 1,
+    calibration: CalibrationQuery = "auto",
+    backend: BackendQuery = None,
+    fmt: Format = "svg",
+) -> Response:
+    """Draw p50 TTFT, TPOT and e2e against open-loop request rate, with p50–p99 bands."""
+    target = _target(
+        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+    )
+    try:
+        data = traffic_sweep_data(
+            analysis,
+            target,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            rates_per_s=parse_rates(rates) if rates is not None else None,
+            arrival_cv=arrival_cv,
+        )
+    except EngineError as exc:
+        raise _engine_field_error(exc) from exc
+    return chart_response(to_spec(traffic_chart(data)), fmt)
+
+
 def _precision_list(raw: str) -> list[dict[str, str]]:
     """Parse ``"bf16,fp8/fp8"``: each item is weights[/activations[/kv_cache]]."""
     roles = ("weights", "activations", "kv_cache")
@@ -381,6 +439,11 @@ def frontier_chart_body(
     return chart_response(to_spec(frontier_chart(data)), fmt)
 
 
+ANALYSIS_CHARTS: dict[str, Callable[..., Response]] = {
+    "roofline": roofline_chart_body,
+    "sweep": sweep_chart_body,
+    "traffic": traffic_chart_body,
+}
 _SERVICE_PARAMETERS = frozenset({"analysis", "planning", "max_plan_points"})
 
 
@@ -390,7 +453,7 @@ def chart_answer(session: Session, work: tuple[str, dict[str, Any], str]) -> Res
     name, params, viewer = work
     if name == "frontier":
         return frontier_chart_body(PlanningService(session, viewer=viewer), **params)
-    body = roofline_chart_body if name == "roofline" else sweep_chart_body
+    body = ANALYSIS_CHARTS[name]
     return body(AnalysisService(session, viewer=viewer), **params)
 
 
@@ -419,6 +482,7 @@ def _heavy_route(name: str, body: Callable[..., Response]) -> Callable[..., Any]
 for _name, _body, _extra in (
     ("roofline", roofline_chart_body, None),
     ("sweep", sweep_chart_body, None),
+    ("traffic", traffic_chart_body, None),
     ("frontier", frontier_chart_body, FRONTIER_PARAMETERS),
 ):
     router.get(

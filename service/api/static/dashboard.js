@@ -1,4 +1,5 @@
-// Ridgeline dashboard: plain JS over the public API (catalog, estimates, workloads, charts).
+// Ridgeline dashboard: plain JS over the public API (catalog, estimates, workloads, charts);
+// the request-rate slider of each card is in traffic.js (loaded first).
 "use strict";
 
 const MAX_ACCELERATORS = 4;
@@ -25,6 +26,7 @@ const MEMORY_PARTS = [
 
 const $ = (id) => document.getElementById(id);
 const workloads = new Map();
+let trafficPanels = [];
 let generation = 0;
 let pending = 0;
 let timer = null;
@@ -197,6 +199,8 @@ function render() {
   generation += 1;
   pending = 0;
   const gen = generation;
+  for (const panel of trafficPanels) panel.stop();
+  trafficPanels = [];
   const [weights, activations, kvCache] = state.precision.split(",");
   const workload = workloads.get(state.workload) || FALLBACK_WORKLOADS[0];
   const accelerators = state.accelerators.split(",").filter(Boolean);
@@ -229,17 +233,26 @@ function render() {
       ...common, accelerator, mode: "serving", input_tokens: workload.input_tokens,
       output_tokens: workload.output_tokens, format: "svg",
     }), gen);
-    begin();
-    fillFigures(card, {
+    const body = {
       model: state.model,
       accelerator,
       precision: { weights, activations, kv_cache: kvCache },
       parallelism: { tp: Number(state.tp) },
       input_tokens: workload.input_tokens,
       output_tokens: workload.output_tokens,
-      batch_sizes: [Number(state.concurrency)],
       mode: "serving",
-    }, gen);
+    };
+    begin();
+    fillFigures(card, { ...body, batch_sizes: [Number(state.concurrency)] }, gen);
+    begin();
+    // The traffic chart is drawn only where the first traffic answer says it can be.
+    const traffic = RidgelineTraffic.attach(card, body, () => loadChart(
+      card.querySelector(".chart-traffic"), chartUrl("traffic", {
+        ...common, accelerator, input_tokens: workload.input_tokens,
+        output_tokens: workload.output_tokens, format: "svg",
+      }), gen));
+    trafficPanels.push(traffic);
+    traffic.ready.finally(() => done(gen));
   }
   done(gen);
 }
