@@ -22,7 +22,6 @@ from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
 from service.engine.traffic.backends import scheduler_defaults
 from service.engine.traffic.lengths import LengthDistribution, LengthError
-from service.engine.traffic.speculative import MTP
 from service.engine.traffic.model import (
     GoodputResult,
     Percentiles,
@@ -33,6 +32,7 @@ from service.engine.traffic.model import (
     closed_loop_capacity,
     scheduler_config,
 )
+from service.engine.traffic.speculative import MTP
 from service.services.errors import FieldError
 
 CACHE_ENTRIES = 64

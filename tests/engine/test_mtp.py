@@ -207,5 +207,5 @@ def test_mtp_drafter_needs_mtp_layers() -> None:
             drafter="mtp",
         )
     spec = TrafficSpec(1.0, LengthDistribution.fixed(8), LengthDistribution.fixed(8), drafter="x")
-    with pytest.raises(EngineError, match="speculative.drafter"):
+    with pytest.raises(EngineError, match=r"speculative\.drafter"):
         spec.validate()
