@@ -241,6 +241,8 @@ def _deepseek(cfg: _Config) -> dict[str, object]:
         "qk_rope_head_dim": rope,
         "v_head_dim": cfg.integer("v_head_dim"),
         "attention_bias": cfg.flag("attention_bias", False),
+        # MTP modules shipped in the checkpoint (DeepSeek-V3 README_WEIGHTS.md; Kimi-K2 has 0)
+        "mtp_layers": cfg.integer("num_nextn_predict_layers", 0, allow_zero=True),
     }
 
 

@@ -103,16 +103,9 @@ def _mamba_params(model: ModelShape, parallelism: Parallelism) -> tuple[float, f
     return float(projections), float(other)
 
 
-def weight_bytes_per_gpu(
-    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
-) -> WeightBytes:
-    """Return weight bytes on the most loaded GPU (largest pipeline stage, one TP rank).
-
-    All experts stay resident. Embedding and LM head are vocab-parallel; with pp > 1 the first
-    stage holds the embedding and the last the LM head, so a GPU holds one vocab matrix.
-    """
+def _layer_elements(model: ModelShape, parallelism: Parallelism) -> tuple[float, float]:
+    """Return (quantized, 16-bit) weights of all decoder layers on one TP rank (every stage)."""
     m, tp = model, float(parallelism.tp)
-    stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
     attn_sharded, attn_replicated = _attention_params(m, parallelism)
     quantized = m.num_attention_layers * (attn_sharded + attn_replicated)
     if m.layer_pattern:
@@ -136,12 +129,51 @@ def weight_bytes_per_gpu(
             per_layer += _ffn_params(m, m.num_shared_experts * shared / tp)
         quantized += m.num_moe_layers * per_layer
         unquantized += m.num_moe_layers * m.hidden_size * m.num_experts  # router, replicated
+    return quantized, unquantized
+
+
+def weight_bytes_per_gpu(
+    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
+) -> WeightBytes:
+    """Return weight bytes on the most loaded GPU (largest pipeline stage, one TP rank).
+
+    All experts stay resident. Embedding and LM head are vocab-parallel; with pp > 1 the first
+    stage holds the embedding and the last the LM head, so a GPU holds one vocab matrix.
+    MTP modules are not included (``mtp_weight_bytes_per_gpu``: only when they draft).
+    """
+    m, tp = model, float(parallelism.tp)
+    stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
+    quantized, unquantized = _layer_elements(m, parallelism)
     vocab_matrix = m.vocab_size * m.hidden_size / tp
     vocab = vocab_matrix if parallelism.pp > 1 or m.tie_word_embeddings else 2.0 * vocab_matrix
     return WeightBytes(
         quantized_bytes=quantized * stage_fraction * precision.weight_bytes_per_element,
         unquantized_bytes=(unquantized * stage_fraction + vocab + m.hidden_size)
         * precision.unquantized_bytes_per_element,
+    )
+
+
+def mtp_weight_bytes_per_gpu(
+    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
+) -> WeightBytes:
+    """Return the weight bytes one GPU adds to hold the model's MTP modules as a drafter.
+
+    Per module: its decoder block, sharded like a main layer (``ModelShape.mtp_block``), plus
+    eh_proj (2·d × d) and three RMSNorms (enorm, hnorm, the head's norm) in 16 bits on every
+    rank (vLLM's DeepSeekMultiTokenPredictorLayer builds eh_proj as a plain, unsharded
+    nn.Linear: vllm/model_executor/models/deepseek_mtp.py). Embedding and output head are the
+    main model's (arXiv:2412.19437 §2.2), so they are not held twice. The modules are counted
+    whole on the most loaded GPU, whatever the pipeline stage they sit on.
+    """
+    if not model.mtp_layers:
+        return WeightBytes(0.0, 0.0)
+    quantized, unquantized = _layer_elements(model.mtp_block(), parallelism)
+    d = model.hidden_size
+    unquantized += 2.0 * d * d + 3.0 * d
+    n = model.mtp_layers
+    return WeightBytes(
+        quantized_bytes=n * quantized * precision.weight_bytes_per_element,
+        unquantized_bytes=n * unquantized * precision.unquantized_bytes_per_element,
     )
 
 

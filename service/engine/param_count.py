@@ -40,6 +40,15 @@ class ParameterCount:
     num_experts: int
     mamba_per_layer: int = 0  # one Mamba2 mixer and its pre-norm (0 without Mamba2 layers)
     num_mamba_layers: int = 0
+    mtp_per_module: int = 0  # one MTP module without the shared embedding and output head
+    num_mtp_modules: int = 0
+
+    @property
+    def checkpoint_total(self) -> int:
+        """Return the checkpoint's parameters: the main model and every MTP module, each with
+        its stored copies of the embedding and output head (vocab × hidden each)."""
+        per_module = self.mtp_per_module + 2 * self.embedding
+        return self.total + self.num_mtp_modules * per_module
 
     @property
     def moe_per_layer(self) -> int:
@@ -131,6 +140,10 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
     total = common + num_moe * (router + shared + shape.num_experts * expert)
     active = common + num_moe * (router + shared + shape.experts_per_token * expert)
     tied_head = embedding if shape.tie_word_embeddings else 0
+    # One MTP module (arXiv:2412.19437 §2.2): a decoder block of the last layer's kind, enorm
+    # and hnorm (h each), eh_proj (2h × h) and its output head's norm (h).
+    block_ffn = router + shared + shape.num_experts * expert if shape.is_moe else dense_ffn
+    mtp = attention + norms + block_ffn + 2 * h * h + 3 * h if shape.mtp_layers else 0
     return ParameterCount(
         total=total,
         active=active,
@@ -149,4 +162,6 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
         num_experts=shape.num_experts,
         mamba_per_layer=mamba,
         num_mamba_layers=shape.num_mamba_layers,
+        mtp_per_module=mtp,
+        num_mtp_modules=shape.mtp_layers,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.engine.errors import InvalidShapeError
 
@@ -35,6 +35,12 @@ class ModelShape:
       of ``mamba_head_dim`` (d_inner = heads × head_dim), ``mamba_n_groups`` groups of B/C
       projections of ``ssm_state_size`` (N), a causal depthwise conv of ``mamba_conv_kernel``
       taps over x, B and C, and a chunked scan of ``mamba_chunk_size`` tokens per chunk.
+    - ``mtp_layers`` multi-token-prediction modules ship beside the main model (DeepSeek-V3
+      ``num_nextn_predict_layers``; arXiv:2412.19437 §2.2). Each is one more decoder block of
+      the last layer's kind (full attention, MoE when the model is MoE), the RMSNorms ``enorm``
+      and ``hnorm`` of its two inputs, the projection ``eh_proj`` (2·hidden → hidden) and the
+      norm of its output head; embedding and LM head are the main model's. They are not in
+      ``num_layers`` and run only as a speculative drafter.
     """
 
     id: str
@@ -79,6 +85,8 @@ class ModelShape:
     mamba_n_groups: int = 0
     mamba_conv_kernel: int = 0
     mamba_chunk_size: int = 0
+    # Multi-token prediction modules (DeepSeek-V3), used only as a speculative drafter
+    mtp_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -118,6 +126,19 @@ class ModelShape:
     def mamba_inner_size(self) -> int:
         """d_inner = mamba_num_heads × mamba_head_dim (= expand × hidden_size in the config)."""
         return self.mamba_num_heads * self.mamba_head_dim
+
+    def mtp_block(self) -> ModelShape:
+        """Return one MTP module's decoder block as a one-layer model (same widths, shared
+        vocabulary): MoE when the main model is, full attention."""
+        return replace(
+            self,
+            id=f"{self.id}-mtp",
+            num_layers=1,
+            first_dense_layers=0,
+            num_sliding_layers=0,
+            sliding_window_tokens=0,
+            mtp_layers=0,
+        )
 
     @property
     def q_width(self) -> int:
@@ -166,6 +187,10 @@ class ModelShape:
             raise InvalidShapeError("qk_rope_head_dim", "MLA needs qk_rope_head_dim and v_head_dim")
         if self.layer_pattern:
             self._validate_hybrid()
+        if not 0 <= self.mtp_layers <= self.num_layers:
+            raise InvalidShapeError("mtp_layers", "must be between 0 and num_layers")
+        if self.mtp_layers and self.layer_pattern:
+            raise InvalidShapeError("mtp_layers", "MTP modules of hybrid models are not modelled")
         if not 0 <= self.num_sliding_layers <= self.num_attention_layers:
             raise InvalidShapeError(
                 "num_sliding_layers", "must be between 0 and the number of attention layers"

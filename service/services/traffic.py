@@ -32,6 +32,7 @@ from service.engine.traffic.model import (
     closed_loop_capacity,
     scheduler_config,
 )
+from service.engine.traffic.speculative import MTP
 from service.services.errors import FieldError
 
 CACHE_ENTRIES = 64
@@ -68,6 +69,7 @@ class TrafficRequest:
     prefix_cache_hit_rate: float = 0.0
     draft_tokens: int = 0
     acceptance_rate: float = 0.0
+    drafter: str = "generic"  # speculative.DRAFTERS
     slo: tuple[tuple[str, float], ...] = field(default=())
 
 
@@ -201,6 +203,12 @@ def traffic_spec(
             f"must not exceed max_num_batched_tokens ({chunk}): every running request decodes "
             "one token per step",
         )
+    if request.drafter == MTP and deployment.model.mtp_layers <= 0:
+        raise FieldError(
+            "traffic.speculative.drafter",
+            f"mtp needs a model with MTP layers; {deployment.model.id} has mtp_layers 0 "
+            "(its config has no num_nextn_predict_layers)",
+        )
     given = (request.max_num_batched_tokens, request.max_running_requests, request.scheduling)
     source = "request" if all(v is not None for v in given) else defaults.source
     spec = TrafficSpec(
@@ -217,6 +225,7 @@ def traffic_spec(
         prefix_cache_hit_rate=request.prefix_cache_hit_rate,
         draft_tokens=request.draft_tokens,
         acceptance_rate=request.acceptance_rate,
+        drafter=request.drafter,
     )
     try:
         spec.validate()
@@ -230,7 +239,7 @@ def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tup
     d = deployment
     longest_in, longest_out = spec.input_tokens.max_tokens, spec.output_tokens.max_tokens
     chunk, running = spec.max_num_batched_tokens, spec.max_running_requests
-    speculation = (spec.draft_tokens, spec.acceptance_rate)
+    speculation = (spec.draft_tokens, spec.acceptance_rate, spec.drafter)
     key = (d.key(), chunk, running, spec.scheduling, longest_in, longest_out, speculation)
 
     def make() -> Replica:
@@ -247,6 +256,7 @@ def replica_for(deployment: Deployment, spec: TrafficSpec) -> tuple[Replica, tup
             max_output_tokens=longest_out,
             draft_tokens=spec.draft_tokens,
             acceptance_rate=spec.acceptance_rate,
+            drafter=spec.drafter,
         )
 
     try:
@@ -268,6 +278,7 @@ def capacity(deployment: Deployment, spec: TrafficSpec) -> float:
         scheduling=spec.scheduling,
         draft_tokens=spec.draft_tokens,
         acceptance_rate=spec.acceptance_rate,
+        drafter=spec.drafter,
     )
     return closed_loop_capacity(
         d.model,

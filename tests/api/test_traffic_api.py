@@ -202,3 +202,27 @@ def test_speculative_decoding_shortens_tpot(client: TestClient) -> None:
     bad = post(client, body(speculative={"draft_tokens": 0, "acceptance_rate": 0.7}))
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "traffic.speculative.draft_tokens"
+
+
+def test_mtp_drafter_needs_a_model_with_mtp_layers(client: TestClient) -> None:
+    spec = {"draft_tokens": 2, "acceptance_rate": 0.7, "drafter": "mtp"}
+    bad = post(client, body(speculative=spec))  # Llama-3.1-8B ships no MTP module
+    assert bad.status_code == 422
+    error = bad.json()["errors"][0]
+    assert error["field"] == "traffic.speculative.drafter" and "MTP layers" in error["message"]
+    unknown = post(client, body(speculative={**spec, "drafter": "eagle"}))
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["field"] == "traffic.speculative.drafter"
+    assert client.get("/v1/models/deepseek-v3").json()["mtp_layers"] == 1
+
+
+def test_deepseek_v3_drafts_with_its_mtp_module(client: TestClient) -> None:
+    """The MTP drafter's k block steps make each step slower than the unpriced drafter's."""
+    request = {**body(), "model": "deepseek-v3", "accelerator": "h200-sxm"}
+    request["parallelism"] = {"tp": 8}
+    spec = {"draft_tokens": 2, "acceptance_rate": 0.7}
+    generic = post(client, {**request, "traffic": {**request["traffic"], "speculative": spec}})
+    mtp_spec = {**spec, "drafter": "mtp"}
+    mtp = post(client, {**request, "traffic": {**request["traffic"], "speculative": mtp_spec}})
+    assert generic.status_code == 200 and mtp.status_code == 200, mtp.text
+    assert mtp.json()["traffic"]["tpot_ms"]["p50"] > generic.json()["traffic"]["tpot_ms"]["p50"]

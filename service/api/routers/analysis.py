@@ -148,6 +148,7 @@ def stream_fields(traffic: StreamIn) -> dict[str, Any]:
         "prefix_cache_hit_rate": traffic.prefix_cache_hit_rate,
         "draft_tokens": traffic.speculative.draft_tokens if traffic.speculative else 0,
         "acceptance_rate": traffic.speculative.acceptance_rate if traffic.speculative else 0.0,
+        "drafter": traffic.speculative.drafter if traffic.speculative else "generic",
     }
 
 

@@ -150,6 +150,11 @@ class ModelFields(BaseModel):
     mamba_n_groups: OptionalHeadDim = 0
     mamba_conv_kernel: OptionalHeadDim = 0
     mamba_chunk_size: OptionalTokens = 0
+    mtp_layers: OptionalLayers = Field(
+        default=0,
+        description="Multi-token-prediction modules shipped beside the main model (DeepSeek-V3 "
+        "num_nextn_predict_layers): one decoder block each, used only as a speculative drafter.",
+    )
     vendor_stated_params: Any = None
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)

@@ -44,6 +44,13 @@ class SpeculativeIn(BaseModel):
 
     draft_tokens: int = Field(ge=1, le=16, strict=True)
     acceptance_rate: float = Field(ge=0, le=1, allow_inf_nan=False)
+    drafter: Literal["generic", "mtp"] = Field(
+        default="generic",
+        description="generic: the drafter's time and memory are not modelled. mtp: the "
+        "model's own multi-token-prediction module drafts (the model needs mtp_layers > 0, "
+        "e.g. DeepSeek-V3): each step adds draft_tokens decode steps of one MTP block, and "
+        "its weights and KV cache are held beside the model's.",
+    )
 
 
 class HistogramIn(BaseModel):
@@ -132,7 +139,7 @@ class StreamIn(BaseModel):
     speculative: SpeculativeIn | None = Field(
         default=None,
         description="Each step verifies draft_tokens + 1 tokens per sequence and keeps "
-        "(1 − α^(k+1)) / (1 − α) on average (drafter time not modelled).",
+        "(1 − α^(k+1)) / (1 − α) on average; drafter mtp also prices the MTP module's drafts.",
     )
 
 

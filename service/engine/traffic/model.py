@@ -31,6 +31,7 @@ from service.engine.memory import (
     RUNTIME_OVERHEAD_BYTES,
     activation_bytes,
     kv_cache_bytes_per_token,
+    mtp_weight_bytes_per_gpu,
     weight_bytes_per_gpu,
 )
 from service.engine.parallel import Parallelism
@@ -40,7 +41,13 @@ from service.engine.shapes import ModelShape
 from service.engine.traffic.arrivals import PROCESSES, unit_gaps
 from service.engine.traffic.lengths import LengthDistribution
 from service.engine.traffic.scheduler import POLICIES, SchedulerConfig, Timeline, simulate
-from service.engine.traffic.speculative import tokens_per_step
+from service.engine.traffic.speculative import (
+    DRAFTERS,
+    GENERIC,
+    MTP,
+    check_drafter,
+    tokens_per_step,
+)
 from service.engine.traffic.step_table import StepTable, build_step_table
 
 DEFAULT_REQUESTS = 600
@@ -79,6 +86,7 @@ class TrafficSpec:
     # probability α. The replica is prepared with them (they shape its step table).
     draft_tokens: int = 0
     acceptance_rate: float = 0.0
+    drafter: str = GENERIC  # ``speculative.DRAFTERS``: mtp prices the model's MTP module
 
     def validate(self) -> None:
         """Raise EngineError naming the first field out of range."""
@@ -94,6 +102,8 @@ class TrafficSpec:
             raise EngineError("prefix_cache_hit_rate must be in [0, 1)")
         if not 10 <= self.num_requests <= MAX_REQUESTS:
             raise EngineError(f"num_requests must be between 10 and {MAX_REQUESTS}")
+        if self.drafter not in DRAFTERS:  # the model's MTP layers are checked on prepare
+            raise EngineError(f"speculative.drafter must be one of {', '.join(DRAFTERS)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,19 +177,25 @@ def kv_capacity_tokens(
     parallelism: Parallelism,
     step_tokens: float,
     memory_utilization: float,
+    mtp: bool = False,
 ) -> float:
     """Return tokens of KV cache that fit beside weights, step activations and runtime memory.
 
     (usable − weights − activations of a ``step_tokens`` step − runtime) / KV bytes per token;
-    sliding-window layers are counted as full ones (conservative).
+    sliding-window layers are counted as full ones (conservative). With ``mtp`` the MTP modules
+    draft: their weights are held too and each token also caches their attention layers.
     """
     weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    per_token = kv_cache_bytes_per_token(model, precision, parallelism).per_token_bytes
+    if mtp:
+        weights += mtp_weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+        block = kv_cache_bytes_per_token(model.mtp_block(), precision, parallelism)
+        per_token += model.mtp_layers * block.per_token_bytes
     act = float(
         activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
     )
     free = float(accelerator.memory_bytes) * memory_utilization - weights - act
     free -= RUNTIME_OVERHEAD_BYTES
-    per_token = kv_cache_bytes_per_token(model, precision, parallelism).per_token_bytes
     return max(free / per_token, 0.0)
 
 
@@ -213,6 +229,7 @@ class Replica:
         memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
         draft_tokens: int = 0,
         acceptance_rate: float = 0.0,
+        drafter: str = GENERIC,
     ) -> Replica:
         """Size the KV cache, check the knobs and tabulate step costs up to the largest step."""
         if max_running_requests is not None and max_running_requests < 1:
@@ -221,6 +238,7 @@ class Replica:
             raise EngineError("max_num_batched_tokens must be at least 1")
         if scheduling not in POLICIES:
             raise EngineError(f"scheduling must be one of {', '.join(POLICIES)}")
+        check_drafter(drafter, model.mtp_layers)
         # Open-loop traffic: the model's shipped weights format when asked for, and only engine
         # terms of a profile (the closed-loop harness terms describe another load pattern).
         precision = precision.resolved(model.native_weights_dtype)
@@ -236,6 +254,7 @@ class Replica:
             memory_utilization=memory_utilization,
             draft_tokens=draft_tokens,
             acceptance_rate=acceptance_rate,
+            drafter=drafter,
         )
         kv = config.kv_capacity_tokens
         longest = max_input_tokens + max_output_tokens
@@ -255,6 +274,7 @@ class Replica:
             max_context_tokens=float(longest),
             max_prompt_tokens=float(max_input_tokens),
             decode_tokens=config.decode_tokens_per_step,
+            mtp_draft_passes=draft_tokens if drafter == MTP else 0,
         )
         return cls(
             table, config, max_running_requests, model, accelerator, precision, parallelism, params
@@ -466,6 +486,7 @@ def scheduler_config(
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
     draft_tokens: int = 0,
     acceptance_rate: float = 0.0,
+    drafter: str = GENERIC,
 ) -> SchedulerConfig:
     """Return the scheduler limits of a replica: KV-cache tokens and the running cap."""
     kv = kv_capacity_tokens(
@@ -475,6 +496,7 @@ def scheduler_config(
         parallelism=parallelism,
         step_tokens=float(max_num_batched_tokens),
         memory_utilization=memory_utilization,
+        mtp=drafter == MTP and draft_tokens > 0,
     )
     per_step = draft_tokens + 1
     gain = tokens_per_step(draft_tokens, acceptance_rate)

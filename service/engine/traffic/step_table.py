@@ -67,6 +67,17 @@ class StepTable:
     past_step: float
     prefill_columns: int
     prefill_attention_s: tuple[float, ...]  # row-major [past index][new index], launch excluded
+    # MTP drafter (``speculative.py``): each step also runs ``draft_passes`` decode steps of
+    # one MTP block, tabulated like the model (``draft`` is that one-layer model's table).
+    draft: StepTable | None = None
+    draft_passes: int = 0
+
+    def draft_s(self, sequences: int, context_sum: float) -> float:
+        """Return the drafter's time in a step: k one-token decode steps of the MTP block for
+        each of ``sequences`` decoding sequences (0 without an MTP drafter)."""
+        if self.draft is None or sequences <= 0:
+            return 0.0
+        return self.draft_passes * self.draft.decode_s(sequences, context_sum)
 
     def decode_attention(self, sequences: float, context_sum: float) -> float:
         """Return R · a(mean context) + one launch (0 without sequences)."""
@@ -99,12 +110,15 @@ class StepTable:
         if i > len(table) - 2:
             i = len(table) - 2
         low = table[i]
-        return (
+        time_s = (
             self.tokens_s[sequences * self.decode_tokens]
             + self.decode_rows_s[sequences]
             + sequences * (low + (table[i + 1] - low) * (x - i))
             + self.attention_launch_s
         )
+        if self.draft is not None:
+            time_s += self.draft_s(sequences, context_sum)
+        return time_s
 
     def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
         """Return a decode-only step's time and its growth per further step.
@@ -125,7 +139,12 @@ class StepTable:
             + sequences * (low + rise * (x - i))
             + self.attention_launch_s
         )
-        return time_s, sequences * rise / self.context_step
+        growth = sequences * rise / self.context_step
+        if self.draft is not None:
+            draft_s, draft_growth = self.draft.decode_leap(sequences, context_sum)
+            time_s += self.draft_passes * draft_s
+            growth += self.draft_passes * draft_growth
+        return time_s, growth
 
     def step_s(
         self, decode_sequences: float, context_sum: float, pieces: Sequence[tuple[float, float]]
@@ -145,6 +164,8 @@ class StepTable:
         )
         if decode_sequences > 0:
             total += self.decode_attention(decode_sequences, context_sum)
+            if self.draft is not None:
+                total += self.draft_s(r, context_sum)
         if pieces:
             total += self.attention_launch_s
             for new, past in pieces:
@@ -171,8 +192,27 @@ def build_step_table(
     max_context_tokens: float,
     max_prompt_tokens: float,
     decode_tokens: int = 1,
+    mtp_draft_passes: int = 0,
 ) -> StepTable:
-    """Tabulate a step's parts from the engine (three vectorised ``step_cost`` calls)."""
+    """Tabulate a step's parts from the engine (three vectorised ``step_cost`` calls).
+
+    With ``mtp_draft_passes`` = k > 0 the model's MTP block is tabulated too, as a one-layer
+    model decoding one token per sequence (``ModelShape.mtp_block``), and each decode step
+    adds k of its steps (``speculative.py``).
+    """
+    draft = None
+    if mtp_draft_passes:
+        draft = build_step_table(
+            model.mtp_block(),
+            accelerator,
+            precision=precision,
+            parallelism=parallelism,
+            # The drafts run inside the target's engine step, which pays the per-step overhead.
+            params=params.replace(step_overhead_us=0.0),
+            max_step_tokens=max_step_tokens,
+            max_context_tokens=max_context_tokens,
+            max_prompt_tokens=1.0,  # the drafter prices decode steps only
+        )
 
     def cost(groups: list[AttentionGroup]) -> StepCost:
         return step_cost(
@@ -232,6 +272,8 @@ def build_step_table(
         past_step=past_step,
         prefill_columns=PREFILL_CELLS + 2,
         prefill_attention_s=tuple(fine.ravel().tolist()),
+        draft=draft,
+        draft_passes=mtp_draft_passes if draft is not None else 0,
     )
 
 
