@@ -6,25 +6,21 @@ the same key with another upload is a 422. Two concurrent first attempts both fi
 insert hits the constraint, is rolled back (so its profile is not stored) and replays the
 winner's answer.
 
-Fits run in a small pool of child processes (``_FitPool``), never on the event loop and never
-holding the server's GIL. A fit that exceeds ``fit_budget_s`` is abandoned: the request fails
-with FitTimeoutError (503), nothing is stored, and the fit finishes in its child in the
-background; the pool's size bounds how many abandoned fits can run at once. A child that dies
-fails its request with FitCrashedError (503).
+Fits run on a small dedicated thread pool, never on the event loop. A fit that exceeds
+``fit_budget_s`` is abandoned: the request fails with FitTimeoutError (503), nothing is stored,
+and the fit's thread finishes in the background (Python threads cannot be stopped); the pool's
+size bounds how many abandoned fits can run at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import multiprocessing
 import secrets
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -66,51 +62,7 @@ from service.services.representation import decode_cursor, encode_cursor
 
 ENDPOINT = "POST /v1/calibrations"
 FIT_WORKERS = 2
-
-
-class _FitPool:
-    """Child processes that run fits (started on first use).
-
-    A fit is seconds of numpy and Python work; in a child process its CPU time does not hold the
-    server's GIL, so cheap requests keep their latency while a fit runs (as heavy work does,
-    api/heavy.py). forkserver: children start from a clean interpreter, not a fork of a process
-    whose other threads may hold locks. A child that dies takes the pool with it; the next fit
-    starts a new one.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
-
-    def submit(self, *args: Any) -> Future[CalibrationResult]:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=multiprocessing.get_context("forkserver")
-                )
-            try:
-                return self._pool.submit(fit, *args)
-            except BrokenProcessPool:
-                self._pool = None
-        return self.submit(*args)
-
-    def discard(self) -> None:
-        """Drop a broken pool."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-_FIT_POOL = _FitPool(FIT_WORKERS)
-
-
-class FitCrashedError(ServiceError):
-    """The process running the fit died (out of memory, killed); nothing was stored."""
-
-    def __init__(self) -> None:
-        super().__init__("the calibration fit's worker process died; nothing was stored, retry")
+_FIT_POOL = ThreadPoolExecutor(max_workers=FIT_WORKERS, thread_name_prefix="calibration-fit")
 
 
 class FitTimeoutError(ServiceError):
@@ -246,16 +198,13 @@ def run_fit(
     models: Mapping[str, ModelShape],
     budget_s: float,
 ) -> CalibrationResult:
-    """Fit in a child process within ``budget_s`` seconds (FitTimeoutError past it)."""
-    future = _FIT_POOL.submit(list(measurements), accelerator, dict(models))
+    """Fit on the fit pool within ``budget_s`` seconds (FitTimeoutError past it)."""
+    future = _FIT_POOL.submit(fit, measurements, accelerator, models)
     try:
         return future.result(timeout=budget_s)
     except FutureTimeout:
         future.cancel()
         raise FitTimeoutError(budget_s) from None
-    except BrokenProcessPool:
-        _FIT_POOL.discard()
-        raise FitCrashedError() from None
     except EngineError as exc:
         raise FieldError("measurements", f"the fit rejected the measurements: {exc}") from exc
 

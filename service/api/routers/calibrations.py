@@ -41,7 +41,6 @@ from service.api.schemas.calibrations import (
 from service.api.schemas.common import Cursor, ListPage
 from service.services.calibration import (
     CalibrationService,
-    FitCrashedError,
     FitLimits,
     FitTimeoutError,
 )
@@ -337,10 +336,13 @@ async def create_calibration(
             idempotency_key=idempotency_key,
             visibility=visibility,
         )
-    except (FitTimeoutError, FitCrashedError) as exc:
-        slug = "fit-time-budget-exceeded" if isinstance(exc, FitTimeoutError) else "fit-worker-died"
+    except FitTimeoutError as exc:
         return problem(
-            503, "Service Unavailable", str(exc), slug, headers={"Retry-After": str(RETRY_AFTER_S)}
+            503,
+            "Service Unavailable",
+            str(exc),
+            "fit-time-budget-exceeded",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     headers = {}
     if "id" in outcome.body:
