@@ -62,7 +62,11 @@ _DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|int4|fp4)"
 _ACTIVATION_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|fp4)"
 PRECISION_LIST = comma_list(f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE})?)?", MAX_PRECISIONS)
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
-RATE_LIST = comma_list(r"[0-9]{1,7}(?:\.[0-9]{1,6})?", MAX_TRAFFIC_RATES)
+# A positive rate below 1e6 requests/s: a non-zero integer part, or a fraction with a non-zero
+# digit.
+RATE_LIST = comma_list(
+    r"(?:[1-9][0-9]{0,5}(?:\.[0-9]{1,6})?|0?\.[0-9]{0,5}[1-9][0-9]{0,5})", MAX_TRAFFIC_RATES
+)
 
 Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
