@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -14,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, get_viewer
 from service.api.heavy_calls import run_heavy
+from service.api.problems import error_problem, problem_response
 from service.api.query_patterns import SLUG, comma_list, int_list, slug_list
 from service.api.routers.planning import plan_spec
 from service.api.schemas.analysis import (
@@ -36,12 +36,7 @@ from service.charts.roofline import roofline_chart
 from service.charts.sources import frontier_data, roofline_data, sweep_data
 from service.charts.style import to_spec
 from service.charts.sweep import sweep_chart
-from service.engine.errors import (
-    EngineError,
-    InvalidLayoutError,
-    InvalidShapeError,
-    UnsupportedDtypeError,
-)
+from service.engine.errors import EngineError
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.services.errors import FieldError
@@ -119,17 +114,10 @@ def chart_response(spec: dict[str, Any], fmt: ChartFormat) -> Response:
     )
 
 
-def _engine_field_error(exc: EngineError) -> FieldError:
-    """Name the query parameter an engine error is about (tp/pp/ep, precision, model)."""
-    field = "query"
-    if isinstance(exc, InvalidLayoutError):
-        match = re.match(r"^(tp|pp|ep)\b", str(exc))
-        field = match.group(1) if match else "tp"
-    elif isinstance(exc, UnsupportedDtypeError):
-        field = "precision"
-    elif isinstance(exc, InvalidShapeError):
-        field = "model"
-    return FieldError(field, str(exc))
+def _engine_problem(exc: EngineError) -> Response:
+    """The 422 of an engine error, naming the query parameter it is about (tp/pp/ep,
+    precision, model)."""
+    return problem_response(error_problem(exc, shape_field="model", in_query=True))
 
 
 def _target(
@@ -191,7 +179,7 @@ def roofline_chart_body(
             analysis, target, phases=phases, batch_sizes=batches, context_tokens=context_tokens
         )
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(roofline_chart(data)), fmt)
 
 
@@ -232,7 +220,7 @@ def sweep_chart_body(
             mode=mode,
         )
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(sweep_chart(data)), fmt)
 
 
@@ -377,7 +365,7 @@ def frontier_chart_body(
     try:
         data = frontier_data(planning, plan_spec(request, max_plan_points))
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(frontier_chart(data)), fmt)
 
 
