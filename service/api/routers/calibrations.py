@@ -308,7 +308,13 @@ async def create_calibration(
     idempotency_key: IdempotencyKey = None,
     viewer: Viewer = "",
 ) -> Response:
-    """Fit a calibration profile from measurements and store it with them (201)."""
+    """Fit a calibration profile from measurements and store it with them (201).
+
+    Also 422 naming the field (not stated in the schema): an accelerator or a model the
+    catalog lacks; no accelerator (in the body, the form or the query); a body that is not
+    the format `format` names; rows inconsistent in themselves (num_kv_heads must divide
+    num_heads) or naming several backends without `split_by_backend`.
+    """
     query = {
         "accelerator": accelerator,
         "name": name,
