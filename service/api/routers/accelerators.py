@@ -71,8 +71,8 @@ async def get_accelerator(
 def create_accelerator(body: AcceleratorCreate, catalog: CatalogDep) -> Response:
     """Add an accelerator (409 if the id exists).
 
-    422 (not stated in the schema, which compares no two values): a measured_matmul_tflops
-    entry above the peak_tflops of its dtype.
+    422 (not stated in the schema): a measured_matmul_tflops entry for a dtype peak_tflops
+    lacks, or above the peak_tflops of its dtype.
     """
     created = catalog.create_accelerator(body.model_dump())
     return representation_response(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.config import JsonDict
 
 from service.api.schemas.common import READ_ONLY, Dtype, Slug, SourceUrl
 
@@ -60,22 +59,6 @@ class TopologyIn(BaseModel):
     )
 
 
-# A measured matmul rate per dtype needs the peak of that dtype (stated here for every dtype);
-# that it stays at most the peak compares two values, which JSON Schema cannot state.
-MEASURED_NEEDS_PEAK: JsonDict = {
-    "allOf": [
-        {
-            "if": {
-                "properties": {"measured_matmul_tflops": {"type": "object", "required": [dtype]}},
-                "required": ["measured_matmul_tflops"],
-            },
-            "then": {"properties": {"peak_tflops": {"required": [dtype]}}},
-        }
-        for dtype in get_args(Dtype)
-    ]
-}
-
-
 class AcceleratorFields(BaseModel):
     """Editable accelerator facts (dense peaks per dtype, decimal GB and GB/s)."""
 
@@ -93,8 +76,7 @@ class AcceleratorFields(BaseModel):
     )
     interconnect_gb_s: InterconnectGbS = Field(
         default=0.0,
-        description="Per device, per direction (0: no scale-up link).",
-        json_schema_extra={"anyOf": [{"const": 0}, {"minimum": MIN_LINK_GB_S}]},
+        description=f"Per device, per direction: 0 (no scale-up link) or at least {MIN_LINK_GB_S}.",
     )
     topology: TopologyIn | None = Field(
         default=None,
@@ -141,15 +123,11 @@ class AcceleratorFields(BaseModel):
 class AcceleratorCreate(AcceleratorFields):
     """Body of POST /v1/accelerators."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=MEASURED_NEEDS_PEAK)
-
     id: Slug
 
 
 class AcceleratorReplace(AcceleratorFields):
     """Body of PUT /v1/accelerators/{id}; ``id`` may be omitted but must match if given."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=MEASURED_NEEDS_PEAK)
 
     id: Slug | None = Field(
         default=None, json_schema_extra=READ_ONLY, description="The id in the path, if given."
