@@ -178,8 +178,14 @@ def model_tables() -> dict[str, str]:
             kv.append([f"`{s.id}`", f"{per_token:,} ({latent})", "–"])
             continue
         per_layer = 2 * s.num_kv_heads * s.head_dim * 2
-        full = (s.num_layers - s.num_sliding_layers) * per_layer
+        full = (s.num_attention_layers - s.num_sliding_layers) * per_layer
         full_text = f"{full:,} ({full / 1024:g} KiB)" if full else "– (every layer windowed)"
+        if s.num_mamba_layers:
+            # Mamba2 layers hold a fixed state per sequence: SSM H·P·N + conv (K − 1)·channels.
+            channels = s.mamba_inner_size + 2 * s.mamba_n_groups * s.ssm_state_size
+            ssm = s.mamba_inner_size * s.ssm_state_size
+            state = s.num_mamba_layers * (ssm + (s.mamba_conv_kernel - 1) * channels) * 2
+            full_text += f" + {state:,} B per sequence ({s.num_mamba_layers} Mamba2 states)"
         windowed = (
             f"{s.num_sliding_layers} × {per_layer:,} B × min(context, {s.sliding_window_tokens})"
             if s.num_sliding_layers

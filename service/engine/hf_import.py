@@ -13,7 +13,6 @@ _MISSING: Any = object()
 
 # model_types that exist but whose architecture this importer cannot represent faithfully.
 _KNOWN_UNSUPPORTED = {
-    "nemotron_h": "hybrid Mamba/attention layers",
     "gemma4": "per-layer head widths and shared K/V layers",
 }
 
@@ -337,6 +336,57 @@ def _llama4(cfg: _Config) -> dict[str, object]:
     }
 
 
+def _nemotron_h(cfg: _Config) -> dict[str, object]:
+    """Nemotron-H (HF NemotronHConfig): ``hybrid_override_pattern`` names each block's mixer
+    (M = Mamba2, * = attention, - = MLP); the MLP is a plain up/down pair (relu²); attention
+    heads are ``attention_head_dim`` wide."""
+    pattern = cfg.data.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidShapeError(cfg.name("hybrid_override_pattern"), "required string is missing")
+    unknown = sorted(set(pattern) - {"M", "*", "-"})
+    if unknown:
+        # Nemotron-3 configs add E (MoE blocks), which this importer does not model yet.
+        raise InvalidShapeError(
+            cfg.name("hybrid_override_pattern"),
+            f"unsupported block letters {unknown}; M (Mamba2), * (attention), - (MLP) only",
+        )
+    data = dict(cfg.data)
+    if cfg.has("attention_head_dim"):
+        data.setdefault("head_dim", data["attention_head_dim"])
+    core = _attention_core(_Config(data, cfg.prefix))
+    if len(pattern) != core["num_layers"]:
+        raise InvalidShapeError(
+            cfg.name("hybrid_override_pattern"),
+            f"has {len(pattern)} letters for num_hidden_layers {core['num_layers']}",
+        )
+    heads = cfg.integer("mamba_num_heads")
+    head_dim = cfg.integer("mamba_head_dim")
+    expand = cfg.integer("expand", 2)
+    if heads * head_dim != expand * core["hidden_size"]:
+        raise InvalidShapeError(
+            cfg.name("mamba_num_heads"),
+            f"mamba_num_heads × mamba_head_dim ({heads * head_dim}) must equal expand × "
+            f"hidden_size ({expand * core['hidden_size']})",
+        )
+    if cfg.flag("mamba_proj_bias", False) or cfg.flag("mlp_bias", False):
+        raise InvalidShapeError(cfg.name("mamba_proj_bias"), "projection biases are not modelled")
+    return {
+        **core,
+        "intermediate_size": cfg.integer("intermediate_size"),
+        "ffn_type": "mlp",
+        "attention_bias": cfg.flag("attention_bias", False),
+        "output_bias": cfg.flag("attention_bias", False),
+        "layer_pattern": pattern,
+        "mamba_num_heads": heads,
+        "mamba_head_dim": head_dim,
+        "ssm_state_size": cfg.integer("ssm_state_size"),
+        "mamba_n_groups": cfg.integer("n_groups"),
+        "mamba_conv_kernel": cfg.integer("conv_kernel"),
+        "mamba_chunk_size": cfg.integer("chunk_size"),
+        **_window_on_all_layers(cfg, pattern.count("*")),
+    }
+
+
 _FAMILIES: dict[str, Callable[[_Config], dict[str, object]]] = {
     "llama": _dense,
     "mistral": _dense,
@@ -353,23 +403,14 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, object]]] = {
     "gpt_oss": _gpt_oss,
     "llama4": _llama4,
     "llama4_text": _llama4,
+    "nemotron_h": _nemotron_h,
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
 
-def _unsupported_reason(model_type: str, config: Mapping[str, object]) -> str:
-    """Say what of a refused architecture the engine does not model (from the config if it can)."""
-    reason = _KNOWN_UNSUPPORTED.get(model_type, "unknown architecture")
-    pattern = config.get("hybrid_override_pattern")
-    if model_type == "nemotron_h" and isinstance(pattern, str):
-        # Nemotron-H: one letter per layer, M = Mamba2 mixer, * = attention, - = MLP.
-        reason = (
-            f"{reason}: hybrid_override_pattern has {pattern.count('M')} Mamba2 layers "
-            f"beside {pattern.count('*')} attention and {pattern.count('-')} MLP layers; "
-            "Mamba2 layers keep a fixed-size SSM state per sequence instead of a KV cache, "
-            "which the engine does not model"
-        )
-    return reason
+def _unsupported_reason(model_type: str) -> str:
+    """Say what of a refused architecture the engine does not model."""
+    return _KNOWN_UNSUPPORTED.get(model_type, "unknown architecture")
 
 
 def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelShape:
@@ -383,7 +424,7 @@ def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelSh
         raise InvalidShapeError("model_type", f"must be a string, got {model_type!r}")
     builder = _FAMILIES.get(model_type)
     if builder is None:
-        reason = _unsupported_reason(model_type, config)
+        reason = _unsupported_reason(model_type)
         raise InvalidShapeError(
             "model_type",
             f"unsupported model_type {model_type!r} ({reason}); "

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, Hardware, as_array
+from service.engine.mamba import Mamba2Rank, mamba_state_bytes_per_element
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -89,6 +90,19 @@ def _norm_params(model: ModelShape) -> float:
     return per_layer
 
 
+def _mamba_params(model: ModelShape, parallelism: Parallelism) -> tuple[float, float]:
+    """Return (projection, other) weights of one Mamba2 layer on one TP rank.
+
+    in_proj (d × in_proj width) and out_proj (d_inner × d) are column/row sharded like
+    attention (param_count.mamba2_mixer_parameters has the whole layer); the conv taps and bias,
+    per-head A_log, D and dt_bias, the gated norm and the block's pre-norm stay 16-bit.
+    """
+    r, d = Mamba2Rank.of(model, parallelism), model.hidden_size
+    projections = d * r.in_proj_width + r.inner * d
+    other = r.conv_channels * (r.conv_kernel + 1) + 3 * r.heads + r.inner + d
+    return float(projections), float(other)
+
+
 def weight_bytes_per_gpu(
     model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
 ) -> WeightBytes:
@@ -100,8 +114,17 @@ def weight_bytes_per_gpu(
     m, tp = model, float(parallelism.tp)
     stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
     attn_sharded, attn_replicated = _attention_params(m, parallelism)
-    quantized = m.num_layers * (attn_sharded + attn_replicated)
-    unquantized = m.num_layers * _norm_params(m)
+    quantized = m.num_attention_layers * (attn_sharded + attn_replicated)
+    if m.layer_pattern:
+        # One pre-norm per attention or FFN block (Mamba2 blocks count theirs below).
+        norms = _norm_params(m) - m.hidden_size
+        unquantized = m.num_attention_layers * norms + m.num_ffn_layers * m.hidden_size
+    else:
+        unquantized = m.num_layers * _norm_params(m)
+    if m.num_mamba_layers:
+        projections, other = _mamba_params(m, parallelism)
+        quantized += m.num_mamba_layers * projections
+        unquantized += m.num_mamba_layers * other
     if m.num_dense_ffn_layers:
         quantized += m.num_dense_ffn_layers * _ffn_params(m, m.intermediate_size / tp)
     if m.is_moe:
@@ -124,11 +147,13 @@ def weight_bytes_per_gpu(
 
 @dataclass(frozen=True, slots=True)
 class KvBytesPerToken:
-    """KV-cache bytes per token on one GPU: full-context layers and window-capped layers."""
+    """KV-cache bytes per token on one GPU: full-context layers and window-capped layers, plus
+    the fixed recurrent state a sequence holds whatever its length (Mamba2 layers)."""
 
     full_bytes: float
     windowed_bytes: float
     window_tokens: int
+    state_bytes_per_sequence: float = 0.0
 
     @property
     def per_token_bytes(self) -> float:
@@ -136,10 +161,13 @@ class KvBytesPerToken:
         return self.full_bytes + self.windowed_bytes
 
     def for_context(self, context_tokens: npt.ArrayLike) -> FloatArray:
-        """Return KV bytes of one sequence holding ``context_tokens`` tokens."""
+        """Return KV (and recurrent-state) bytes of one sequence holding ``context_tokens``."""
         s = as_array(context_tokens)
         windowed = np.minimum(s, self.window_tokens) if self.window_tokens > 0 else s
-        return np.asarray(self.full_bytes * s + self.windowed_bytes * windowed, dtype=np.float64)
+        return np.asarray(
+            self.full_bytes * s + self.windowed_bytes * windowed + self.state_bytes_per_sequence,
+            dtype=np.float64,
+        )
 
 
 def kv_cache_bytes_per_token(
@@ -149,6 +177,8 @@ def kv_cache_bytes_per_token(
 
     GQA/MHA: 2·n_kv·d_h·b_kv per layer (KV heads split by tp, at least one per rank).
     MLA: (kv_lora_rank + qk_rope_head_dim)·b_kv per layer, replicated on every TP rank.
+    Only attention layers cache K/V; each Mamba2 layer holds a fixed state per sequence instead
+    (``mamba_state_bytes_per_sequence``).
     """
     m = model
     b = precision.kv_bytes_per_element
@@ -161,7 +191,24 @@ def kv_cache_bytes_per_token(
         full_bytes=per_layer * m.num_full_attention_layers * stage_fraction,
         windowed_bytes=per_layer * m.num_sliding_layers * stage_fraction,
         window_tokens=m.sliding_window_tokens if m.num_sliding_layers else 0,
+        state_bytes_per_sequence=mamba_state_bytes_per_sequence(m, precision, parallelism),
     )
+
+
+def mamba_state_bytes_per_sequence(
+    model: ModelShape, precision: Precision, parallelism: Parallelism = Parallelism()
+) -> float:
+    """Return the recurrent state one sequence holds on one GPU, whatever its length.
+
+    Per Mamba2 layer on a TP rank: the SSM state (H/tp)·P·N plus the conv state
+    (K − 1)·(d_inner/tp + 2·G_rank·N), in the model dtype (mamba.mamba_state_bytes_per_element).
+    """
+    if not model.num_mamba_layers:
+        return 0.0
+    r = Mamba2Rank.of(model, parallelism)
+    layers = model.num_mamba_layers * parallelism.layers_per_stage(model) / model.num_layers
+    elements = r.ssm_state_elements + r.conv_state_elements
+    return float(layers * elements * mamba_state_bytes_per_element(precision))
 
 
 def activation_bytes(
@@ -188,6 +235,8 @@ def activation_bytes(
     else:
         widest = m.intermediate_size
     qkv = m.q_width + 2 * m.num_kv_heads * m.head_dim
+    if m.num_mamba_layers:
+        qkv = max(qkv, Mamba2Rank.of(m, Parallelism()).in_proj_width)  # in_proj output
     per_token = (2.0 * m.hidden_size + max(2.0 * widest, qkv) / tp) * max(
         precision.activation_bytes_per_element, 2.0
     )
@@ -297,7 +346,9 @@ def max_batch_size(
         return 0
     s = float(context_tokens)
     windowed = min(s, float(kv.window_tokens)) if kv.window_tokens > 0 else s
-    per_sequence = kv.full_bytes * s + kv.windowed_bytes * windowed + logit_row
+    per_sequence = (
+        kv.full_bytes * s + kv.windowed_bytes * windowed + kv.state_bytes_per_sequence + logit_row
+    )
     # Each attention-DP rank holds its own sequences' caches.
     return math.floor(free / per_sequence) * parallelism.attention_dp
 

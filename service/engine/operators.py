@@ -26,14 +26,17 @@ from service.engine.kernels import (
     bound_of,
     collective_cost,
     gemm_cost,
+    hardware_attention_flops_s,
     spread,
     zero_cost,
 )
+from service.engine.mamba import Mamba2Rank, mamba_state_bytes_per_element
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
 
-# Row kinds: GEMMs (weights), attention (KV cache), memory-only gathers, interconnect.
+# Row kinds: GEMMs (weights), attention and the SSM scan (per-sequence cached state),
+# memory-only kernels (gathers, conv1d), interconnect.
 GEMM, ATTENTION, MEMORY, COMMUNICATION = "gemm", "attention", "memory", "communication"
 
 
@@ -299,7 +302,7 @@ class _StepBuilder:
         else:
             kv_heads = self.par.kv_heads_per_gpu(m)
             cost = self.gemm(n, (heads + 2 * kv_heads) * m.head_dim, m.hidden_size)
-        self.add("qkv_projection", GEMM, cost.scaled(m.num_layers))
+        self.add("qkv_projection", GEMM, cost.scaled(m.num_attention_layers))
 
     def attention(self) -> None:
         m = self.model
@@ -369,13 +372,67 @@ class _StepBuilder:
             np.zeros(self.shape),
         )
         cost = self.gemm(rows, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
-        self.add("mla_context_up_projection", GEMM, cost.scaled(m.num_layers))
+        self.add("mla_context_up_projection", GEMM, cost.scaled(m.num_attention_layers))
 
     def output_projection(self) -> None:
         m = self.model
         v_dim = m.v_head_dim if m.is_mla else m.head_dim
         cost = self.gemm(self.tokens, m.hidden_size, m.num_heads / self.tp * v_dim)
-        self.add("output_projection", GEMM, cost.scaled(m.num_layers))
+        self.add("output_projection", GEMM, cost.scaled(m.num_attention_layers))
+
+    def mamba(self) -> None:
+        """Mamba2 layers: in_proj GEMM, causal conv1d, SSD scan, out_proj GEMM (per TP rank).
+
+        Conv and scan are elementwise/recurrent kernels priced on the roofline: FLOPs at the
+        16-bit peak × attention compute efficiency, bytes at the memory efficiency, plus one
+        kernel latency each. Per sequence they read the conv and SSM states when it has cached
+        tokens and write them back (decode: read + write of (H/tp)·P·N and (K − 1)·channels).
+        """
+        m = self.model
+        layers = m.num_mamba_layers
+        if layers == 0:
+            return
+        r = Mamba2Rank.of(m, self.par)
+        act = max(self.prec.activation_bytes_per_element, 2.0)
+        state_b = mamba_state_bytes_per_element(self.prec)
+        in_proj = self.gemm(self.tokens, r.in_proj_width, m.hidden_size)
+        self.add("mamba_in_proj", GEMM, in_proj.scaled(layers))
+        conv = zero_cost(self.shape)
+        scan = zero_cost(self.shape)
+        for g in self.groups:
+            tokens = g.tokens
+            # State traffic per sequence: written always, read back when tokens are cached.
+            passes = np.where(g.past_tokens > 0, 2.0, 1.0) * g.sequences
+            conv_flops = 2.0 * r.conv_kernel * r.conv_channels * tokens  # depthwise K taps
+            conv_bytes = 2.0 * tokens * r.conv_channels * act  # read x/B/C, write them convolved
+            conv_bytes = conv_bytes + passes * r.conv_state_elements * state_b
+            conv = conv + self._elementwise(conv_flops, conv_bytes, tokens)
+            scan_flops = tokens * r.scan_flops_per_token(g.new_tokens)
+            # Reads x, B, C and dt, writes y (d_inner) per token.
+            scan_bytes = tokens * (2.0 * r.inner + r.bc_width + r.heads) * act
+            scan_bytes = scan_bytes + passes * r.ssm_state_elements * state_b
+            scan = scan + self._elementwise(scan_flops, scan_bytes, tokens)
+        self.add("mamba_conv1d", MEMORY, conv.scaled(layers))
+        self.add("mamba_ssm_scan", ATTENTION, scan.scaled(layers))
+        out_proj = self.gemm(self.tokens, m.hidden_size, r.inner)
+        self.add("mamba_out_proj", GEMM, out_proj.scaled(layers))
+
+    def _elementwise(self, flops: FloatArray, nbytes: FloatArray, tokens: FloatArray) -> KernelCost:
+        """Roofline cost of one non-GEMM kernel (16-bit math, one launch when it runs)."""
+        p = self.params
+        compute_s = flops / (hardware_attention_flops_s(self.acc) * p.attention_compute_efficiency)
+        memory_s = nbytes / (self.acc.memory_bandwidth_bytes_s * p.memory_bandwidth_efficiency)
+        latency_s = np.where(tokens > 0, p.attention_kernel_latency_us * 1e-6, 0.0)
+        time_s = np.maximum(compute_s, memory_s) + latency_s
+        z = np.zeros_like(time_s)
+        return KernelCost(
+            np.asarray(flops, dtype=np.float64),
+            np.asarray(nbytes, dtype=np.float64),
+            np.asarray(compute_s, dtype=np.float64),
+            np.asarray(memory_s, dtype=np.float64),
+            z,
+            np.asarray(time_s, dtype=np.float64),
+        )
 
     def _mlp(self, tokens: FloatArray, width: float) -> KernelCost:
         """Cost a gated (3-matrix) or plain (2-matrix) MLP of ``width`` columns on this rank."""
@@ -447,9 +504,11 @@ class _StepBuilder:
         activation_bytes = self.tokens * m.hidden_size * b
         moe_exchange = par.ep > 1 or par.attention_dp > 1
         if par.tp > 1:
-            # Two all-reduces per layer (after attention and after the FFN); with ep > 1 or
+            # One all-reduce after every mixer (attention, Mamba2) and FFN: two per layer of a
+            # plain transformer, one per block of a hybrid pattern; with ep > 1 or
             # attention_dp > 1 the MoE layers' FFN all-reduce becomes the exchange below.
-            count = 2 * m.num_layers - (m.num_moe_layers if moe_exchange else 0)
+            mixers = m.num_attention_layers + m.num_mamba_layers
+            count = mixers + m.num_ffn_layers - (m.num_moe_layers if moe_exchange else 0)
             cost = collective_cost(
                 "all_reduce", par.tp, activation_bytes, accelerator=self.acc, params=self.params
             )
@@ -489,6 +548,7 @@ class _StepBuilder:
         self.qkv_projection()
         self.attention()
         self.output_projection()
+        self.mamba()
         self.ffn()
         self.moe()
         self.lm_head()

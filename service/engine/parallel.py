@@ -28,6 +28,9 @@ class Parallelism:
       group large enough. ep > 1 replaces the MoE all-reduce with all-to-all dispatch and
       combine.
     - pp splits layers into contiguous stages; pp ≤ num_layers.
+    - Mamba2 layers split their heads over tp like attention heads (tp must divide
+      mamba_num_heads); B/C groups are split when tp divides n_groups and replicated otherwise,
+      as vLLM's MambaMixer2 does.
     """
 
     tp: int = 1
@@ -52,6 +55,14 @@ class Parallelism:
         """Return KV heads per TP rank (at least one: heads are replicated past tp = n_kv)."""
         return max(model.num_kv_heads // self.tp, 1)
 
+    def mamba_heads_per_gpu(self, model: ModelShape) -> int:
+        return model.mamba_num_heads // self.tp
+
+    def mamba_groups_per_gpu(self, model: ModelShape) -> int:
+        """Return B/C groups per TP rank (all of them when tp does not divide n_groups)."""
+        groups = model.mamba_n_groups
+        return groups // self.tp if groups % self.tp == 0 else groups
+
     def layers_per_stage(self, model: ModelShape) -> int:
         """Return layers on the largest pipeline stage."""
         return math.ceil(model.num_layers / self.pp)
@@ -69,6 +80,10 @@ class Parallelism:
         if model.num_heads % self.tp:
             raise InvalidLayoutError(
                 f"tp={self.tp} must divide num_heads={model.num_heads} of {model.id}"
+            )
+        if model.num_mamba_layers and model.mamba_num_heads % self.tp:
+            raise InvalidLayoutError(
+                f"tp={self.tp} must divide mamba_num_heads={model.mamba_num_heads} of {model.id}"
             )
         n_kv = model.num_kv_heads
         if not model.is_mla and (n_kv % self.tp if self.tp <= n_kv else self.tp % n_kv):

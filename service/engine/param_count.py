@@ -19,6 +19,8 @@ class ParameterCount:
     gpt-oss, 5.13B for 120b) but keeps a tied table, which the LM head still multiplies by.
     Not counted: learned position embeddings (OPT), attention sinks (gpt-oss), LayerNorm
     biases and Gemma's extra post-norms (each well below 0.01% of the total).
+    Hybrid models (``ModelShape.layer_pattern``) have one pre-norm per block: half of
+    ``norms_per_layer`` on an attention or FFN block; ``mamba_per_layer`` includes its own.
     """
 
     total: int
@@ -36,6 +38,8 @@ class ParameterCount:
     num_dense_ffn_layers: int
     num_moe_layers: int
     num_experts: int
+    mamba_per_layer: int = 0  # one Mamba2 mixer and its pre-norm (0 without Mamba2 layers)
+    num_mamba_layers: int = 0
 
     @property
     def moe_per_layer(self) -> int:
@@ -72,6 +76,21 @@ def _attention(shape: ModelShape) -> int:
     return params
 
 
+def mamba2_mixer_parameters(shape: ModelShape) -> int:
+    """Parameters of one Mamba2 mixer (arXiv:2405.21060 §7.1; HF NemotronHMamba2Mixer).
+
+    in_proj d → [z, x, B, C, dt] = 2·d_inner + 2·G·N + H columns; a depthwise causal conv of K
+    taps (plus bias) over x, B and C (d_inner + 2·G·N channels); per head A_log, D and dt_bias;
+    the gated RMSNorm over d_inner; out_proj d_inner → d. Nemotron-H has no projection biases.
+    """
+    d, inner = shape.hidden_size, shape.mamba_inner_size
+    bc = 2 * shape.mamba_n_groups * shape.ssm_state_size
+    heads = shape.mamba_num_heads
+    in_proj = d * (2 * inner + bc + heads)
+    conv = (inner + bc) * (shape.mamba_conv_kernel + 1)
+    return in_proj + conv + 3 * heads + inner + inner * d
+
+
 def _ffn(hidden: int, width: int, ffn_type: str, bias: bool) -> int:
     """Parameters of one FFN: GLU has gate, up and down matrices; a plain MLP has up and down."""
     if width <= 0:
@@ -100,7 +119,14 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
         shared = shape.num_shared_experts * _ffn(h, shared_width, shape.ffn_type, shape.mlp_bias)
         router = h * shape.num_experts + (shape.num_experts if shape.mlp_bias else 0)
     final_norm = h
-    common = embedding + lm_head + shape.num_layers * (attention + norms) + final_norm
+    mamba = mamba2_mixer_parameters(shape) + h if shape.num_mamba_layers else 0
+    if shape.layer_pattern:
+        # One pre-norm per block: attention blocks and FFN blocks each carry one.
+        blocks = shape.num_attention_layers * (attention + h) + shape.num_ffn_layers * h
+        blocks += shape.num_mamba_layers * mamba
+    else:
+        blocks = shape.num_layers * (attention + norms)
+    common = embedding + lm_head + blocks + final_norm
     common += num_dense * dense_ffn
     total = common + num_moe * (router + shared + shape.num_experts * expert)
     active = common + num_moe * (router + shared + shape.experts_per_token * expert)
@@ -121,4 +147,6 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
         num_dense_ffn_layers=num_dense,
         num_moe_layers=num_moe,
         num_experts=shape.num_experts,
+        mamba_per_layer=mamba,
+        num_mamba_layers=shape.num_mamba_layers,
     )

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from service.engine.errors import InvalidShapeError
 
 FFN_TYPES = ("glu", "mlp")  # gated 3-matrix (SwiGLU/GeGLU) or plain 2-matrix
+# Hybrid layer pattern letters (Nemotron-H ``hybrid_override_pattern``, HF NemotronHConfig):
+# one block per letter, each a pre-norm and one mixer.
+MAMBA, ATTENTION, MLP = "M", "*", "-"
+LAYER_LETTERS = (MAMBA, ATTENTION, MLP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,13 @@ class ModelShape:
       ``kv_lora_rank + qk_rope_head_dim`` values per token per layer.
     - ``num_sliding_layers`` layers attend to at most ``sliding_window_tokens`` past tokens;
       the other layers attend to the full context.
+    - Hybrid models (Nemotron-H) set ``layer_pattern``, one letter per layer: ``M`` a Mamba2
+      mixer, ``*`` attention alone, ``-`` an FFN alone (each block has one pre-norm). Without a
+      pattern every layer is attention followed by an FFN. Formulas use the counts only, not
+      where the letters sit. A Mamba2 layer (arXiv:2405.21060 §7) has ``mamba_num_heads`` heads
+      of ``mamba_head_dim`` (d_inner = heads × head_dim), ``mamba_n_groups`` groups of B/C
+      projections of ``ssm_state_size`` (N), a causal depthwise conv of ``mamba_conv_kernel``
+      taps over x, B and C, and a chunked scan of ``mamba_chunk_size`` tokens per chunk.
     """
 
     id: str
@@ -60,6 +71,14 @@ class ModelShape:
     num_sliding_layers: int = 0
     max_context_tokens: int = 0
     native_weights_dtype: str = "bf16"
+    # Hybrid attention + Mamba2 (Nemotron-H)
+    layer_pattern: str = ""
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    ssm_state_size: int = 0
+    mamba_n_groups: int = 0
+    mamba_conv_kernel: int = 0
+    mamba_chunk_size: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -70,16 +89,35 @@ class ModelShape:
         return self.kv_lora_rank > 0
 
     @property
+    def num_mamba_layers(self) -> int:
+        return self.layer_pattern.count(MAMBA)
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers with an attention mixer (every layer unless a hybrid pattern says otherwise)."""
+        return self.layer_pattern.count(ATTENTION) if self.layer_pattern else self.num_layers
+
+    @property
+    def num_ffn_layers(self) -> int:
+        """Layers with an FFN (dense or MoE): every layer, or a hybrid pattern's ``-`` layers."""
+        return self.layer_pattern.count(MLP) if self.layer_pattern else self.num_layers
+
+    @property
     def num_moe_layers(self) -> int:
-        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+        return self.num_ffn_layers - self.first_dense_layers if self.is_moe else 0
 
     @property
     def num_dense_ffn_layers(self) -> int:
-        return self.num_layers - self.num_moe_layers
+        return self.num_ffn_layers - self.num_moe_layers
 
     @property
     def num_full_attention_layers(self) -> int:
-        return self.num_layers - self.num_sliding_layers
+        return self.num_attention_layers - self.num_sliding_layers
+
+    @property
+    def mamba_inner_size(self) -> int:
+        """d_inner = mamba_num_heads × mamba_head_dim (= expand × hidden_size in the config)."""
+        return self.mamba_num_heads * self.mamba_head_dim
 
     @property
     def q_width(self) -> int:
@@ -126,7 +164,44 @@ class ModelShape:
             raise InvalidShapeError("intermediate_size", "dense FFN layers need a width")
         if self.is_mla and (self.qk_rope_head_dim <= 0 or self.v_head_dim <= 0):
             raise InvalidShapeError("qk_rope_head_dim", "MLA needs qk_rope_head_dim and v_head_dim")
-        if not 0 <= self.num_sliding_layers <= self.num_layers:
-            raise InvalidShapeError("num_sliding_layers", "must be between 0 and num_layers")
+        if self.layer_pattern:
+            self._validate_hybrid()
+        if not 0 <= self.num_sliding_layers <= self.num_attention_layers:
+            raise InvalidShapeError(
+                "num_sliding_layers", "must be between 0 and the number of attention layers"
+            )
         if self.num_sliding_layers and self.sliding_window_tokens <= 0:
             raise InvalidShapeError("sliding_window_tokens", "sliding layers need a window")
+
+    def _validate_hybrid(self) -> None:
+        pattern = self.layer_pattern
+        unknown = sorted(set(pattern) - set(LAYER_LETTERS))
+        if unknown:
+            raise InvalidShapeError(
+                "layer_pattern",
+                f"unsupported letters {unknown}; M (Mamba2), * (attention) and - (MLP) only",
+            )
+        if len(pattern) != self.num_layers:
+            raise InvalidShapeError(
+                "layer_pattern", f"has {len(pattern)} letters for {self.num_layers} layers"
+            )
+        if self.num_attention_layers == 0:
+            raise InvalidShapeError("layer_pattern", "needs at least one attention layer (*)")
+        if self.is_moe and not 0 <= self.first_dense_layers < self.num_ffn_layers:
+            raise InvalidShapeError("first_dense_layers", "must be below the FFN layers")
+        if self.num_mamba_layers:
+            for name in (
+                "mamba_num_heads",
+                "mamba_head_dim",
+                "ssm_state_size",
+                "mamba_n_groups",
+                "mamba_conv_kernel",
+                "mamba_chunk_size",
+            ):
+                if getattr(self, name) <= 0:
+                    raise InvalidShapeError(name, "must be positive for Mamba2 layers")
+            if self.mamba_num_heads % self.mamba_n_groups:
+                raise InvalidShapeError(
+                    "mamba_n_groups",
+                    f"must divide mamba_num_heads ({self.mamba_num_heads})",
+                )

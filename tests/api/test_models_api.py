@@ -186,22 +186,48 @@ def test_unsupported_architecture_is_a_422_naming_it(
     assert "gemma4" in error["message"] and "per-layer head widths" in error["message"]
 
 
-def test_nemotron_h_is_a_422_naming_its_mamba_layers(
+def test_import_nemotron_h_and_estimate_it_on_8x_h100(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
     config = hf_config("nvidia--Nemotron-H-56B-Base-8K")
     del config["time_step_limit"]  # [0.0, Infinity]: not sendable as strict JSON
     response = client.post(
         "/v1/models/import",
-        json={"id": "nemotron-h-56b", "hf_config": config},
+        json={"id": "my-nemotron-h-56b", "hf_config": config},
         headers=auth_headers,
     )
-    assert response.status_code == 422
-    error = response.json()["errors"][0]
-    assert error["field"] == "model_type"
-    # The 56B config's 118-letter pattern: 54 Mamba2, 10 attention, 54 MLP layers.
-    assert "54 Mamba2 layers beside 10 attention and 54 MLP layers" in error["message"]
-    assert "SSM state" in error["message"]
+    assert response.status_code == 201, response.text
+    body = response.json()
+    # The 118-letter pattern: 54 Mamba2, 10 attention, 54 MLP blocks; 56.32B parameters by hand
+    # (tests/engine/test_hybrid_mamba.py).
+    assert body["layer_pattern"].count("M") == 54 and body["layer_pattern"].count("*") == 10
+    assert body["total_params"] == 56_324_350_464
+    # TP8 holds 14.08 GB of bf16 weights per H100; at 1152 tokens a sequence needs
+    # 5120 B/token of KV (10 attention layers) + 57,452,544 B of Mamba2 state.
+    estimate = client.post(
+        "/v1/estimates",
+        json={
+            "model": "my-nemotron-h-56b", "accelerator": "h100-sxm", "input_tokens": 1024,
+            "output_tokens": 128, "batch_sizes": [1, 64], "parallelism": {"tp": 8},
+        },
+    )  # fmt: skip
+    assert estimate.status_code == 200, estimate.text
+    points = estimate.json()["points"]
+    assert all(p["memory"]["fits"] for p in points)
+    assert points[0]["memory"]["weights_gb"] == pytest.approx(14.08, abs=0.01)
+    assert points[1]["memory"]["kv_cache_gb"] == pytest.approx(
+        64 * (5120 * 1152 + 57_452_544) / 1e9, rel=0.01
+    )
+    # One GPU cannot hold 112.6 GB of bf16 weights.
+    single = client.post(
+        "/v1/estimates",
+        json={
+            "model": "my-nemotron-h-56b", "accelerator": "h100-sxm", "input_tokens": 1024,
+            "output_tokens": 128, "batch_sizes": [1],
+        },
+    )  # fmt: skip
+    assert single.status_code == 200, single.text
+    assert not single.json()["points"][0]["memory"]["fits"]
 
 
 def test_import_broken_config_is_422_naming_the_key(

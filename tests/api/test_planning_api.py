@@ -259,3 +259,16 @@ def test_plan_bad_dp_is_a_422(client: TestClient, dp: object) -> None:
     response = client.post("/v1/plans", json=plan_body(dp=dp))
     assert response.status_code == 422, response.text
     assert [e["field"] for e in response.json()["errors"]] == ["dp"]
+
+
+def test_plan_a_hybrid_mamba_model(client: TestClient) -> None:
+    # Nemotron-H-56B (54 Mamba2 + 10 attention layers): 112.6 GB of bf16 weights need at
+    # least two H100s (fp8's 56.3 GB fit on one).
+    response = client.post(
+        "/v1/plans", json=plan_body(models=["nemotron-h-56b"], accelerators=["h100-sxm"])
+    )
+    assert response.status_code == 200, response.text
+    configs = response.json()["configurations"]
+    bf16 = [c for c in configs if c["precision"]["weights"] == "bf16"]
+    assert configs and bf16
+    assert all(c["parallelism"]["tp"] >= 2 for c in bf16)

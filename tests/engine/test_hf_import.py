@@ -42,6 +42,7 @@ PUBLISHED: dict[str, tuple[float, float | None]] = {
     "Qwen--Qwen3-235B-A22B": (235.0, 22.0),
     "openai--gpt-oss-20b": (20.9, None),
     "openai--gpt-oss-120b": (117.0, None),
+    "nvidia--Nemotron-H-56B-Base-8K": (56.0, None),  # "56B" (model card; 56.32B by hand)
     # Reconstructed configs (docs/reference/models.md §4 vendor-stated values).
     "mistralai--Mistral-7B-v0.1": (7.3, None),
     "Qwen--Qwen2.5-7B": (7.61, None),
@@ -81,10 +82,10 @@ CATALOG_ID = {
     "microsoft--Phi-3-medium-4k-instruct": "phi-3-medium-4k",
     "openai--gpt-oss-20b": "gpt-oss-20b",
     "openai--gpt-oss-120b": "gpt-oss-120b",
+    "nvidia--Nemotron-H-56B-Base-8K": "nemotron-h-56b",
 }
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
-    "nvidia--Nemotron-H-56B-Base-8K": "nemotron_h",
 }
 
 

@@ -53,6 +53,8 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     # Not in docs/reference/models.md: counted by hand in tests/engine/test_hf_import.py (text
     # model only).
     "llama-4-scout": (107.77, 17.17),
+    # Hybrid Mamba2 + attention, by hand in tests/engine/test_hybrid_mamba.py.
+    "nemotron-h-56b": (56.324, 56.324),
 }
 # docs/reference/models.md §4: active excluding the input-embedding table (OpenAI's convention
 # for gpt-oss).

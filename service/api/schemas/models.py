@@ -162,6 +162,19 @@ class ModelFields(BaseModel):
     num_sliding_layers: OptionalLayers = 0
     max_context_tokens: OptionalTokens = 0
     native_weights_dtype: Dtype = "bf16"
+    layer_pattern: str = Field(
+        default="",
+        max_length=MAX_LAYERS,
+        pattern=r"^[M*-]*$",
+        description="Hybrid models: one letter per layer, `M` Mamba2, `*` attention, `-` FFN "
+        "(Nemotron-H hybrid_override_pattern); empty: every layer is attention + FFN.",
+    )
+    mamba_num_heads: OptionalRank = 0
+    mamba_head_dim: OptionalHeadDim = 0
+    ssm_state_size: OptionalHeadDim = 0
+    mamba_n_groups: OptionalHeadDim = 0
+    mamba_conv_kernel: OptionalHeadDim = 0
+    mamba_chunk_size: OptionalTokens = 0
     vendor_stated_params: Any = None
     notes: str = ""
     sources: list[SourceUrl] = Field(default_factory=list)

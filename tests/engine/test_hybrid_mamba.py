@@ -1,0 +1,225 @@
+"""Hybrid attention + Mamba2 models (Nemotron-H): shape, parameters, state memory, step work.
+
+Hand calculations use the Nemotron-H-56B-Base-8K config (tests/data/hf_configs): d = 8192,
+118 blocks (54 Mamba2, 10 attention, 54 MLP), 64 query / 8 KV heads of 128, MLP 32768 (plain
+up/down), vocab 131072 untied; Mamba2 H = 256 heads of P = 64 (d_inner 16384), G = 8 groups,
+N = 256, conv K = 4, chunk Q = 128.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_refs import make_h100
+
+from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.errors import InvalidLayoutError, InvalidShapeError
+from service.engine.hf_import import shape_from_hf_config
+from service.engine.kernels import collective_cost
+from service.engine.memory import (
+    kv_cache_bytes_per_token,
+    mamba_state_bytes_per_sequence,
+    max_batch_size,
+    weight_bytes_per_gpu,
+)
+from service.engine.operators import OperatorRow, StepCost, decode_step, prefill_step
+from service.engine.parallel import Parallelism
+from service.engine.param_count import count_parameters
+from service.engine.precision import BF16
+from service.engine.shapes import ModelShape
+
+CONFIG = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+NAME = "nvidia--Nemotron-H-56B-Base-8K"
+TP8 = Parallelism(tp=8)
+Rows = dict[str, OperatorRow]
+
+
+def _config() -> dict[str, object]:
+    data = json.loads((CONFIG / f"{NAME}.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture
+def nemotron() -> ModelShape:
+    return shape_from_hf_config("nemotron-h-56b", _config())
+
+
+def _rows(model: ModelShape, step_fn: Callable[..., StepCost], **kwargs: Any) -> Rows:
+    step = step_fn(
+        model,
+        make_h100(),
+        precision=BF16,
+        params=DEFAULT_EFFICIENCY,
+        **kwargs,
+    )
+    return {r.name: r for r in step.rows}
+
+
+def test_import_reads_the_pattern_and_mamba2_dims(nemotron: ModelShape) -> None:
+    m = nemotron
+    assert (m.num_mamba_layers, m.num_attention_layers, m.num_ffn_layers) == (54, 10, 54)
+    assert (m.num_dense_ffn_layers, m.num_full_attention_layers) == (54, 10)
+    assert (m.mamba_num_heads, m.mamba_head_dim, m.mamba_inner_size) == (256, 64, 16384)
+    assert (m.ssm_state_size, m.mamba_n_groups, m.mamba_conv_kernel) == (256, 8, 4)
+    assert (m.mamba_chunk_size, m.head_dim, m.ffn_type) == (128, 128, "mlp")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("hybrid_override_pattern", "ME*-", "unsupported block letters ['E']"),
+        ("hybrid_override_pattern", "M*-", "has 3 letters for num_hidden_layers 118"),
+        ("mamba_num_heads", 128, "must equal expand × hidden_size (16384)"),
+    ],
+)
+def test_import_refuses_what_it_cannot_model(key: str, value: object, message: str) -> None:
+    config = {**_config(), key: value}
+    with pytest.raises(InvalidShapeError, match=re.escape(message)):
+        shape_from_hf_config("bad", config)
+
+
+def test_parameter_count_by_hand(nemotron: ModelShape) -> None:
+    # Mamba2 block: in_proj 8192·(2·16384 + 2·8·256 + 256) = 304,087,040; conv over
+    # 16384 + 4096 = 20480 channels, 4 taps + bias = 102,400; A_log, D, dt_bias 3·256 = 768;
+    # gated norm 16384; out_proj 16384·8192 = 134,217,728; pre-norm 8192 → 438,432,512.
+    mamba = 8192 * (2 * 16384 + 2 * 8 * 256 + 256) + 20480 * 5 + 3 * 256 + 16384
+    mamba += 16384 * 8192 + 8192
+    assert mamba == 438_432_512
+    # Attention block: q and o 2·8192·8192, k and v 2·8192·1024, pre-norm → 151,003,136.
+    attention = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 8192
+    # MLP block: up and down 2·8192·32768 + pre-norm → 536,879,104.
+    mlp = 2 * 8192 * 32768 + 8192
+    # Embedding and untied head 2·131072·8192, final norm 8192.
+    by_hand = 54 * mamba + 10 * attention + 54 * mlp + 2 * 131072 * 8192 + 8192
+    count = count_parameters(nemotron)
+    assert count.total == count.active == by_hand == 56_324_350_464  # NVIDIA: "56B"
+    assert count.mamba_per_layer == mamba
+
+
+def test_weights_per_gpu_at_tp8_by_hand(nemotron: ModelShape) -> None:
+    # Per TP8 rank (bf16): attention q/o 2·8192·8·128 + one KV head k/v 2·8192·128, ×10;
+    # Mamba2 in_proj 8192·(2·2048 + 2·1·256 + 32) + out_proj 2048·8192, ×54; MLP 2·8192·4096,
+    # ×54. 16-bit: 10 + 54 pre-norms, per Mamba2 block conv 2560·5 + 3·32 + 2048 + 8192,
+    # vocab-parallel embedding and head 2·131072·8192/8, final norm 8192.
+    quantized = 10 * (2 * 8192 * 1024 + 2 * 8192 * 128)
+    quantized += 54 * (8192 * 4640 + 2048 * 8192) + 54 * 2 * 8192 * 4096
+    other = 64 * 8192 + 54 * (2560 * 5 + 96 + 2048 + 8192) + 2 * 131072 * 8192 // 8 + 8192
+    weights = weight_bytes_per_gpu(nemotron, BF16, TP8)
+    assert weights.quantized_bytes == 2 * quantized
+    assert weights.unquantized_bytes == 2 * other
+    assert weights.total_bytes == 14_082_793_600
+
+
+def test_kv_cache_and_state_bytes_per_sequence(nemotron: ModelShape) -> None:
+    # KV: only the 10 attention layers, 2·8 KV heads·128·2 B = 4096 B each per token (TP1).
+    # State per sequence per Mamba2 layer: SSM 256·64·256 + conv 3·(16384 + 2·8·256), 2 B
+    # each (vLLM keeps both in the model dtype by default).
+    kv = kv_cache_bytes_per_token(nemotron, BF16)
+    assert kv.per_token_bytes == 10 * 2 * 8 * 128 * 2 == 40_960
+    assert kv.state_bytes_per_sequence == 54 * (256 * 64 * 256 + 3 * 20480) * 2 == 459_620_352
+    # TP8: one KV head per rank; 32 heads and 1 group per rank.
+    kv8 = kv_cache_bytes_per_token(nemotron, BF16, TP8)
+    state8 = 54 * (32 * 64 * 256 + 3 * (2048 + 512)) * 2
+    assert kv8.per_token_bytes == 10 * 2 * 128 * 2 == 5120
+    assert mamba_state_bytes_per_sequence(nemotron, BF16, TP8) == state8 == 57_452_544
+    assert float(kv8.for_context(8192)) == 5120 * 8192 + state8
+
+
+def test_max_batch_on_8x_h100_counts_the_state(nemotron: ModelShape) -> None:
+    # free = 0.9·80 GB − 14,082,793,600 weights − 1.5 GB runtime − activations of an 8192-token
+    # step: (2·8192 + 65536/8)·2 B = 49,152 B per token → 402,653,184 → 56,014,553,216 B.
+    # Per sequence at 8192 tokens: KV 5120·8192 + state 57,452,544 + one fp32 logit row
+    # 131072/8·4 = 99,461,120 B → 563 sequences (1333 if the state were left out).
+    free = 72e9 - 14_082_793_600 - 1.5e9 - 8192 * 49_152
+    per_sequence = 5120 * 8192 + 57_452_544 + 131072 // 8 * 4
+    expected = int(free // per_sequence)
+    assert expected == 563
+    got = max_batch_size(
+        nemotron,
+        make_h100(),
+        precision=BF16,
+        parallelism=TP8,
+        context_tokens=8192,
+        step_tokens=8192,
+    )
+    assert got == expected
+    # bf16 weights (112.6 GB) do not fit one H100.
+    one = max_batch_size(
+        nemotron,
+        make_h100(),
+        precision=BF16,
+        parallelism=Parallelism(),
+        context_tokens=8192,
+        step_tokens=8192,
+    )
+    assert one == 0
+
+
+def test_decode_work_of_one_mamba_layer(nemotron: ModelShape) -> None:
+    batch = 4.0
+    rows = _rows(nemotron, decode_step, batch_size=batch, context_tokens=1024.0, parallelism=TP8)
+    per_layer = {name: rows[name].cost.scaled(1.0 / 54) for name in rows if "mamba" in name}
+    # in_proj 8192 → 4640 columns per rank, out_proj 2048 → 8192: 2·B·k·n FLOPs.
+    assert float(per_layer["mamba_in_proj"].flops) == pytest.approx(2 * batch * 8192 * 4640)
+    assert float(per_layer["mamba_out_proj"].flops) == pytest.approx(2 * batch * 2048 * 8192)
+    # Recurrent step per sequence: 2·(G·N + H·(P + 2·N·P)) at G = 1, H = 32 per rank.
+    scan_flops = 2 * (256 + 32 * (64 + 2 * 256 * 64))
+    assert float(per_layer["mamba_ssm_scan"].flops) == pytest.approx(batch * scan_flops)
+    # Bytes: the scan's inputs x, B, C, dt and its output y (2·2048 + 512 + 32)·2 B, plus the
+    # SSM state 32·64·256·2 B read and written.
+    scan_bytes = (2 * 2048 + 512 + 32) * 2 + 2 * 32 * 64 * 256 * 2
+    assert float(per_layer["mamba_ssm_scan"].bytes) == pytest.approx(batch * scan_bytes)
+    # Conv over 2560 channels: 2·4 FLOPs each; input read + output write, and the conv state
+    # 3·2560 read and written, all 2 B.
+    assert float(per_layer["mamba_conv1d"].flops) == pytest.approx(batch * 2 * 4 * 2560)
+    conv_bytes = 2 * 2560 * 2 + 2 * 3 * 2560 * 2
+    assert float(per_layer["mamba_conv1d"].bytes) == pytest.approx(batch * conv_bytes)
+
+
+def test_attention_and_mlp_run_only_in_their_layers(nemotron: ModelShape) -> None:
+    tokens = 4096.0
+    rows = _rows(
+        nemotron, prefill_step, batch_size=1.0, input_tokens=tokens, parallelism=Parallelism()
+    )
+    flops = {name: float(row.flops) for name, row in rows.items()}
+    # qkv: 10 layers × 2·T·8192·(64 + 16)·128; MLP: 54 layers × 2·T·2·8192·32768.
+    assert flops["qkv_projection"] == pytest.approx(10 * 2 * tokens * 8192 * 80 * 128)
+    assert flops["ffn"] == pytest.approx(54 * 2 * tokens * 2 * 8192 * 32768)
+    # Chunked scan at Q = 128: 2·(8·128·256 + 256·(128·64 + 2·256·64)) per token per layer,
+    # ∝ tokens × d_inner × N (+ the chunk terms).
+    per_token = 2 * (8 * 128 * 256 + 256 * (128 * 64 + 2 * 256 * 64))
+    assert per_token == 21_495_808
+    assert flops["mamba_ssm_scan"] == pytest.approx(54 * tokens * per_token)
+
+
+def test_tp_all_reduces_once_per_block(nemotron: ModelShape) -> None:
+    rows = _rows(nemotron, decode_step, batch_size=16.0, context_tokens=512.0, parallelism=TP8)
+    one = collective_cost(
+        "all_reduce", 8, 16.0 * 8192 * 2, accelerator=make_h100(), params=DEFAULT_EFFICIENCY
+    )
+    assert float(rows["tp_all_reduce"].cost.time_s) == pytest.approx(118 * float(one.time_s))
+
+
+def test_tp_must_divide_mamba_heads(nemotron: ModelShape) -> None:
+    odd = dataclasses.replace(nemotron, mamba_num_heads=264, mamba_n_groups=8)
+    with pytest.raises(InvalidLayoutError, match="mamba_num_heads=264"):
+        Parallelism(tp=16).check_divides(odd)
+    Parallelism(tp=8).check_divides(odd)
+    # One group (tp does not divide it) is replicated on every rank.
+    one_group = dataclasses.replace(nemotron, mamba_n_groups=1)
+    assert Parallelism(tp=8).mamba_groups_per_gpu(one_group) == 1
+    assert Parallelism(tp=8).mamba_groups_per_gpu(nemotron) == 1  # 8 groups over 8 ranks
+
+
+def test_pattern_validation(nemotron: ModelShape) -> None:
+    with pytest.raises(InvalidShapeError, match="needs at least one attention layer"):
+        dataclasses.replace(nemotron, layer_pattern="M-" * 59).validate()
+    with pytest.raises(InvalidShapeError, match="must be positive for Mamba2 layers"):
+        dataclasses.replace(nemotron, ssm_state_size=0).validate()
