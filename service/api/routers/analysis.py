@@ -24,6 +24,7 @@ from service.api.budgets import check_estimate_points, check_response_bytes, est
 from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer
 from service.api.heavy import HeavyWork
 from service.api.heavy_calls import run_heavy
+from service.api.input_guard import NUL_MESSAGE, nul_path
 from service.api.problems import (
     error_problem,
     problem_response,
@@ -307,6 +308,11 @@ def batch_answer(session: Session, work: BatchWork) -> Response:
     specs: list[EstimateSpec] = []
     positions: list[int] = []
     for index, raw in enumerate(work.items):
+        nul_field = nul_path(raw)
+        if nul_field is not None:  # the guard left items to us: this one alone is refused
+            field = "item" if nul_field == "body" else nul_field
+            results[index] = validation_body([{"field": field, "message": NUL_MESSAGE}])
+            continue
         try:
             request = EstimateRequest.model_validate(raw)
         except ValidationError as exc:
@@ -338,6 +344,9 @@ async def post_estimates_batch(
     body: EstimateBatchRequest, request: Request, settings: SettingsDep, viewer: Viewer
 ) -> Response:
     """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
+
+    An item that is not a valid estimate request (a NUL character anywhere in it included) is
+    answered with its own 422 problem; the batch itself is refused only for its own fields.
 
     The items' batch sizes together may not exceed the work budget (``max_estimate_points``);
     the batch runs in a heavy-work slot (503 + Retry-After when they are all taken).

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.api.schemas.common import JSON_INTEGER, Dtype, Slug
+from service.api.schemas.common import JSON_INTEGER, NO_NUL_PATTERN, Dtype, Slug
 from service.api.schemas.traffic import TrafficIn, TrafficOut
 from service.engine.replicas import MAX_REPLICAS
 
@@ -30,7 +30,9 @@ BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INT
 Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS), JSON_INTEGER]
 Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE), JSON_INTEGER]
 Replicas = Annotated[int, Field(strict=True, ge=1, le=MAX_REPLICAS), JSON_INTEGER]
-Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Calibration = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)
+]
 BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
 

@@ -16,6 +16,8 @@ Slug = Annotated[
 # percent-encoded), so that every regex engine and URL parser reads it alike.
 SOURCE_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
 SourceUrl = Annotated[str, StringConstraints(pattern=SOURCE_URL_PATTERN, max_length=2000)]
+# Free text without U+0000 (PostgreSQL text has none: input_guard refuses it in every request).
+NO_NUL_PATTERN = r"^[^\x00]*$"
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 # An opaque page cursor: unpadded URL-safe base64 (a length of 4n + 1 cannot occur).
 CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
