@@ -247,7 +247,15 @@ def estimate_csv(answer: dict[str, Any]) -> str:
     dependencies=[ReadAccess],
 )
 async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewer) -> Response:
-    """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU."""
+    """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU.
+
+    422 for a request the stored model or accelerator cannot run (rules that depend on the
+    catalog, so the schema cannot state them): tp must divide the model's num_heads (and
+    mamba_num_heads) and divide num_kv_heads or be a multiple of it; pp at most num_layers;
+    ep > 1 and attention_dp > 1 need an MoE model, ep at most its num_experts and dividing
+    tp × attention_dp; the tokens within the model's context window; the accelerator needs a
+    peak for the precision's dtypes. The error names the field.
+    """
     spec = IntensitySpec(
         target=_target(body),
         phase=body.phase,
@@ -273,7 +281,13 @@ async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewe
 async def post_estimates(
     body: EstimateRequest, request: Request, viewer: Viewer, accept: AcceptHeader = None
 ) -> Response:
-    """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv)."""
+    """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv).
+
+    422 for what the stored model or accelerator cannot run, as for POST /v1/intensity (layout
+    against the model's heads, layers and experts; context window; the dtypes' peaks), and for
+    traffic that contradicts itself (max_running_requests above the step's token budget,
+    percentiles that decrease, histogram shares that do not sum to 1).
+    """
     spec = estimate_spec(body)
     try:
         analysis = await loaded_analysis(request, spec.target, viewer)

@@ -22,7 +22,7 @@ from service.api.schemas.analysis import (
     MAX_TOKENS,
     ActivationDtype,
 )
-from service.api.schemas.common import Dtype
+from service.api.schemas.common import NO_NUL_PATTERN, Dtype
 from service.api.schemas.planning import (
     MAX_ACCELERATORS,
     MAX_GPUS_PER_REPLICA,
@@ -59,7 +59,7 @@ Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
 Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
 Degree = Annotated[int, Query(ge=1, le=MAX_DEGREE)]
-CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100)]
+CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)]
 BackendQuery = Annotated[str | None, Query(max_length=50, pattern=BACKEND_PATTERN)]
 
 
@@ -166,7 +166,12 @@ def roofline_chart_body(
     backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw the accelerator's roofline with the model's operators at the chosen batch sizes."""
+    """Draw the accelerator's roofline with the model's operators at the chosen batch sizes.
+
+    422, naming the parameter, for what the stored model or accelerator cannot run (the rules
+    of POST /v1/intensity: tp, pp and ep against the model's heads, layers and experts; the
+    accelerator needs a peak for the dtypes asked for).
+    """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_ROOFLINE_BATCHES
     )
@@ -203,7 +208,12 @@ def sweep_chart_body(
     backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked."""
+    """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked.
+
+    422, naming the parameter, for what the stored model or accelerator cannot run (the rules
+    of POST /v1/estimates: tp, pp and ep against the model's heads, layers and experts; the
+    context window; the accelerator needs a peak for the dtypes asked for).
+    """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_SWEEP_POINTS
     )
@@ -319,10 +329,16 @@ def frontier_chart_body(
     ] = None,
     mode: Literal["static", "serving"] | None = None,
     backend: BackendQuery = None,
-    calibration: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+    calibration: Annotated[
+        str | None, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)
+    ] = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw tokens/s per user against tokens/s per GPU from the plan's frontier."""
+    """Draw tokens/s per user against tokens/s per GPU from the plan's frontier.
+
+    The frontier is a plan (POST /v1/plans): 422 past the plan work budget, which the number
+    of catalog accelerators and layouts considered decides.
+    """
     model_ids = _one_of("model", model, "models", models)
     if model_ids is None:
         raise FieldError("model", "required: comma-separated model ids")
