@@ -210,3 +210,30 @@ def test_undecodable_body_gets_a_clear_problem(
     assert problem["title"] == "Malformed request body"
     assert problem["type"].endswith("/malformed-body")
     assert "UTF-8" in problem["detail"] and "decode" in problem["detail"]
+
+
+def _objects(node: Any) -> list[dict[str, Any]]:
+    """Every JSON object nested in ``node`` (itself included)."""
+    found: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def test_patterned_keys_close_the_object(client: TestClient) -> None:
+    """patternProperties alone would let any other key through; the server refuses them."""
+    document = client.get("/openapi.json").json()
+    patterned = [o for o in _objects(document) if "patternProperties" in o]
+    assert len(patterned) >= 2  # traffic percentiles, plan prices
+    assert all(o.get("additionalProperties") is False for o in patterned)
+
+
+def test_unpatterned_keys_are_refused(client: TestClient) -> None:
+    body = {"models": ["llama-3.1-8b"], "price_usd_per_hour": {"H100": 2.0}}
+    assert error_fields(client.post("/v1/plans", json=body)) == {"price_usd_per_hour.H100"}

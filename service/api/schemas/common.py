@@ -47,6 +47,10 @@ JSON_INTEGER = BeforeValidator(_json_integer)
 # A request field the server ignores (it echoes a response field): clients need not send it.
 READ_ONLY: JsonDict = {"readOnly": True}
 
+# A dict keyed by a patterned string: pydantic states the key pattern as patternProperties,
+# which leaves other keys free unless additionalProperties is false, as the server reads it.
+PATTERNED_KEYS_ONLY: JsonDict = {"additionalProperties": False}
+
 ItemT = TypeVar("ItemT")
 
 

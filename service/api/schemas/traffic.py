@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.config import JsonDict
 
-from service.api.schemas.common import JSON_INTEGER
+from service.api.schemas.common import JSON_INTEGER, PATTERNED_KEYS_ONLY
 
 MAX_REQUEST_RATE_PER_S = 1e6
 MAX_TRAFFIC_TOKENS = 1_048_576
@@ -78,9 +78,14 @@ class LengthDistributionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    percentiles: dict[PercentileName, TokenFloat] | None = Field(
+    percentiles: (
+        Annotated[
+            dict[PercentileName, TokenFloat],
+            Field(max_length=16, json_schema_extra=PATTERNED_KEYS_ONLY),
+        ]
+        | None
+    ) = Field(
         default=None,
-        max_length=16,
         description='Tokens at percentile levels, e.g. {"p50": 200, "p90": 800, "p99": 1500}.',
     )
     mean: TokenFloat | None = None
