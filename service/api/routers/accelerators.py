@@ -20,7 +20,7 @@ from service.api.routers.conditional import (
     validate_as,
 )
 from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
-from service.api.schemas.common import Cursor, Dtype, ListPage
+from service.api.schemas.common import Cursor, Dtype, ListPage, text_query
 from service.services.catalog import read_accelerator
 
 router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
@@ -35,7 +35,7 @@ else:
 @router.get("", response_model=ListPage[Accelerator], dependencies=[ReadAccess])
 async def list_accelerators(
     request: Request,
-    vendor: str | None = None,
+    vendor: Annotated[str | None, text_query()] = None,
     min_memory_gb: Annotated[float | None, Query(ge=0)] = None,
     dtype: Dtype | None = Query(default=None, description="Only accelerators with a dense peak."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,

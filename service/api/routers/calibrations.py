@@ -38,7 +38,7 @@ from service.api.schemas.calibrations import (
     CalibrationProfileOut,
     CalibrationUploadForm,
 )
-from service.api.schemas.common import Cursor, ListPage
+from service.api.schemas.common import Cursor, ListPage, text_query
 from service.services.calibration import (
     CalibrationService,
     FitLimits,
@@ -254,19 +254,19 @@ async def create_calibration(
     request: Request,
     service: CalibrationDep,
     settings: SettingsDep,
-    accelerator: Annotated[str | None, Query(description="For CSV and vllm uploads.")] = None,
-    name: Annotated[str | None, Query()] = None,
-    backend: Annotated[str | None, Query()] = None,
-    backend_version: Annotated[str | None, Query()] = None,
+    accelerator: Annotated[str | None, text_query(description="For CSV and vllm uploads.")] = None,
+    name: Annotated[str | None, text_query()] = None,
+    backend: Annotated[str | None, text_query()] = None,
+    backend_version: Annotated[str | None, text_query()] = None,
     tp: Annotated[
         int, Query(ge=1, le=1024, description="TP of a harness run whose file does not say.")
     ] = 1,
     weights_dtype: Annotated[
-        str, Query(description="Weights dtype of a harness run whose file does not say.")
+        str, text_query(description="Weights dtype of a harness run whose file does not say.")
     ] = "bf16",
     model: Annotated[
         str | None,
-        Query(
+        text_query(
             max_length=200,
             description="Model of a harness run whose file does not name it (SGLang "
             "bench_serving), e.g. Qwen/Qwen3-32B or qwen3-32b.",
@@ -362,7 +362,7 @@ async def create_calibration(
 def list_calibrations(
     service: CalibrationDep,
     viewer: Viewer,
-    accelerator: Annotated[str | None, Query(max_length=100)] = None,
+    accelerator: Annotated[str | None, text_query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Cursor = None,
 ) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from service.api.routers.conditional import (
     representation_response,
     validate_as,
 )
-from service.api.schemas.common import Cursor, ListPage
+from service.api.schemas.common import Cursor, ListPage, text_query
 from service.api.schemas.models import Model, ModelCreate, ModelImport, ModelReplace
 
 router = APIRouter(prefix="/v1/models", tags=["catalog"])
@@ -33,7 +33,7 @@ else:
 @router.get("", response_model=ListPage[Model], dependencies=[ReadAccess])
 async def list_models(
     request: Request,
-    family: str | None = None,
+    family: Annotated[str | None, text_query()] = None,
     moe: bool | None = Query(default=None, description="true: only MoE; false: only dense."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Cursor = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
 from service.api.schemas.common import JSON_INTEGER, NO_NUL_PATTERN, Dtype, Slug
 from service.api.schemas.traffic import TrafficIn, TrafficOut
@@ -120,8 +121,36 @@ class IntensityRequest(AnalysisRequest):
     )
 
 
+# Estimate rules JSON Schema can state (services/estimates.py checks them, naming the field).
+_GIVEN_TRAFFIC: JsonDict = {"required": ["traffic"], "properties": {"traffic": {"type": "object"}}}
+ESTIMATE_RULES: JsonDict = {
+    # Points need batch sizes; a traffic-only request needs none.
+    "anyOf": [
+        {"required": ["batch_sizes"], "properties": {"batch_sizes": {"type": "array"}}},
+        _GIVEN_TRAFFIC,
+    ],
+    "allOf": [
+        {
+            # The simulation runs one replica.
+            "if": _GIVEN_TRAFFIC,
+            "then": {"properties": {"parallelism": {"properties": {"dp": {"const": 1}}}}},
+        },
+        {
+            # An offline queue is a serving question (mode defaults to static).
+            "if": {
+                "required": ["load_pattern"],
+                "properties": {"load_pattern": {"const": "offline"}},
+            },
+            "then": {"required": ["mode"], "properties": {"mode": {"const": "serving"}}},
+        },
+    ],
+}
+
+
 class EstimateRequest(AnalysisRequest):
     """Body of POST /v1/estimates (and one item of POST /v1/estimates/batch)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=ESTIMATE_RULES)
 
     input_tokens: Tokens
     output_tokens: Tokens

@@ -51,6 +51,12 @@ READ_ONLY: JsonDict = {"readOnly": True}
 # which leaves other keys free unless additionalProperties is false, as the server reads it.
 PATTERNED_KEYS_ONLY: JsonDict = {"additionalProperties": False}
 
+
+def text_query(**options: Any) -> Any:
+    """Return the Query of a free-text parameter: any string without U+0000."""
+    return Query(pattern=NO_NUL_PATTERN, **options)
+
+
 ItemT = TypeVar("ItemT")
 
 
