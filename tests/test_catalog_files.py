@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from service.api.schemas.common import SOURCE_URL_PATTERN
 from service.catalog_files import (
     CATALOG_DIR,
     CatalogFileError,
@@ -277,3 +279,16 @@ def test_blackwell_ultra_and_ironwood_are_dense_per_device(
     assert tpu.memory_gb == 192
     assert tpu.link_bytes_s(256) == 600e9
     assert tpu.link_bytes_s(2 * 9216) == 100e9 / 8
+
+
+def test_every_seeded_source_is_a_url_the_api_accepts() -> None:
+    """Seeded rows stay editable: PATCH revalidates `sources` against SourceUrl."""
+    pattern = re.compile(SOURCE_URL_PATTERN)
+    records = [*load_accelerator_records(), *load_model_records()]
+    bad = [
+        (record["id"], sid, url)
+        for record in records
+        for sid, url in dict(record["sources"]).items()  # type: ignore[call-overload]
+        if not pattern.match(url)
+    ]
+    assert bad == []

@@ -97,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         prefix_limits={"/v1/calibrations": settings.max_calibration_body_bytes},
         read_timeout_s=settings.body_read_timeout_s,
         early_auth=EarlyAuth(verifier),
+        per_item_paths=("/v1/estimates/batch",),
     )
     # Rate limits sit inside the request context (429s get request ids) and before the body.
     install_limits(app, settings, verifier)

@@ -3,7 +3,9 @@
 PostgreSQL text cannot hold U+0000 (psycopg raises DataError, which was a 500), and no field of
 this API means anything with one, so a NUL anywhere is a 422 naming where it is. The check is a
 substring search on the raw bytes; only a body that contains ``\\u0000`` (or a raw NUL byte) is
-decoded to find the field, so ordinary requests pay one ``bytes.find`` per body.
+decoded to find the field, so ordinary requests pay one ``bytes.find`` per body. A batch body
+(``per_item``) is refused only for a NUL outside its ``items``: the endpoint answers an item
+that holds one with that item's own 422 (``nul_path``), as for any other invalid item.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def nul_query_field(query_string: bytes) -> str | None:
     return "query"
 
 
-def _nul_path(document: Any) -> str | None:
+def nul_path(document: Any) -> str | None:
     """Return the dotted path of the first string (key or value) holding a NUL; iterative."""
     stack: list[tuple[tuple[str, ...], Any]] = [((), document)]
     while stack:
@@ -53,11 +55,14 @@ def _nul_path(document: Any) -> str | None:
     return None
 
 
-def body_problem(body: bytes, content_type: str) -> tuple[str, str] | None:
+def body_problem(
+    body: bytes, content_type: str, *, per_item: bool = False
+) -> tuple[str, str] | None:
     """Return ``(field, message)`` when the body holds a NUL, else None.
 
     JSON bodies are searched for the member that holds it (the body is only decoded when the
     escape ``\\u0000`` or a raw NUL occurs); any other body with a raw NUL names ``body``.
+    ``per_item``: the elements of a top-level ``items`` array are left to the endpoint.
     """
     raw_nul = b"\x00" in body
     escaped = _JSON_NUL in body
@@ -71,7 +76,9 @@ def body_problem(body: bytes, content_type: str) -> tuple[str, str] | None:
             return "body", NESTING_MESSAGE
         except ValueError:
             document = None  # not JSON: the endpoint's parser reports it
-        field = _nul_path(document) if document is not None else None
+        if per_item and isinstance(document, dict) and isinstance(document.get("items"), list):
+            document = {key: value for key, value in document.items() if key != "items"}
+        field = nul_path(document) if document is not None else None
         if field is not None:
             return field, NUL_MESSAGE
     if raw_nul:

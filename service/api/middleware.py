@@ -8,7 +8,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -78,7 +78,8 @@ class BodySizeLimitMiddleware:
 
     ``max_bytes`` applies everywhere except under the path prefixes of ``prefix_limits``. The
     path, query string and buffered body are also checked for NUL characters (422 naming the
-    field; see ``input_guard``).
+    field; see ``input_guard``), except inside the ``items`` of a body sent to one of
+    ``per_item_paths`` (batches: the endpoint answers each item on its own).
     """
 
     def __init__(
@@ -88,8 +89,10 @@ class BodySizeLimitMiddleware:
         prefix_limits: Mapping[str, int] | None = None,
         read_timeout_s: float | None = None,
         early_auth: EarlyAuth | None = None,
+        per_item_paths: Collection[str] = (),
     ) -> None:
         self.app = app
+        self.per_item_paths = frozenset(per_item_paths)
         self.max_bytes = max_bytes
         self.prefix_limits = dict(prefix_limits or {})
         self.read_timeout_s = read_timeout_s
@@ -158,7 +161,11 @@ class BodySizeLimitMiddleware:
                 break
         if received:
             body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
-            found = body_problem(body, _header(scope, b"content-type"))
+            found = body_problem(
+                body,
+                _header(scope, b"content-type"),
+                per_item=scope["path"] in self.per_item_paths,
+            )
             if found is not None:
                 await _send_invalid(send, *found)
                 return

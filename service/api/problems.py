@@ -117,30 +117,40 @@ def pydantic_errors(
     ]
 
 
-def engine_error_field(exc: EngineError, shape_field: str | None = None) -> str:
+def engine_error_field(
+    exc: EngineError, shape_field: str | None = None, *, in_query: bool = False
+) -> str:
     """Name the request field an engine error is about.
 
     A layout error names the ``parallelism`` member it is about, a context-window error the
     token field, a dtype error ``precision``. A shape error names its shape field, or
     ``shape_field`` when the request refers to a stored model rather than sending a shape.
+    ``in_query``: the request's fields are query parameters (the charts), so a layout error
+    names the parameter itself (``tp``, ``pp``, ``ep``; ``tp`` when it names none) and an
+    error about no one field names ``query``.
     """
     if isinstance(exc, InvalidShapeError):
         return shape_field or exc.field
     if isinstance(exc, InvalidLayoutError):
         match = _LAYOUT_FIELD.match(str(exc))
+        if in_query:
+            return match.group(1) if match else "tp"
         return f"parallelism.{match.group(1)}" if match else "parallelism"
     if isinstance(exc, UnsupportedDtypeError):
         return "precision"
     if isinstance(exc, ContextWindowError):
         return "input_tokens" if exc.field.startswith("input_tokens") else exc.field
-    return "body"
+    return "query" if in_query else "body"
 
 
-def error_problem(exc: Exception, *, shape_field: str | None = None) -> dict[str, Any]:
+def error_problem(
+    exc: Exception, *, shape_field: str | None = None, in_query: bool = False
+) -> dict[str, Any]:
     """Map a service or engine error to its problem object; re-raise anything else.
 
-    The one mapper behind the exception handlers, batch items and heavy calls: 404 for an
-    unknown id, 409, 412, 401, 403 for what they mean, 422 naming the field for bad input.
+    The one mapper behind the exception handlers, batch items, heavy calls and charts: 404 for
+    an unknown id, 409, 412, 401, 403 for what they mean, 422 naming the field for bad input
+    (``shape_field`` and ``in_query`` as for ``engine_error_field``).
     """
     if isinstance(exc, NotFoundError):
         return problem_body(404, "Not Found", str(exc), "not-found")
@@ -155,7 +165,7 @@ def error_problem(exc: Exception, *, shape_field: str | None = None) -> dict[str
     if isinstance(exc, FieldError):
         return validation_body([{"field": exc.field, "message": exc.message}], str(exc))
     if isinstance(exc, EngineError):
-        field = engine_error_field(exc, shape_field)
+        field = engine_error_field(exc, shape_field, in_query=in_query)
         return validation_body([{"field": field, "message": str(exc)}], str(exc))
     raise exc
 

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
@@ -210,3 +211,61 @@ def test_undecodable_body_gets_a_clear_problem(
     assert problem["title"] == "Malformed request body"
     assert problem["type"].endswith("/malformed-body")
     assert "UTF-8" in problem["detail"] and "decode" in problem["detail"]
+
+
+def _objects(node: Any) -> list[dict[str, Any]]:
+    """Every JSON object nested in ``node`` (itself included)."""
+    found: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def test_patterned_keys_close_the_object(client: TestClient) -> None:
+    """patternProperties alone would let any other key through; the server refuses them."""
+    document = client.get("/openapi.json").json()
+    patterned = [o for o in _objects(document) if "patternProperties" in o]
+    assert len(patterned) >= 2  # traffic percentiles, plan prices
+    assert all(o.get("additionalProperties") is False for o in patterned)
+
+
+def test_unpatterned_keys_are_refused(client: TestClient) -> None:
+    body = {"models": ["llama-3.1-8b"], "price_usd_per_hour": {"H100": 2.0}}
+    assert error_fields(client.post("/v1/plans", json=body)) == {"price_usd_per_hour.H100"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({}, "batch_sizes"),
+        ({"batch_sizes": None}, "batch_sizes"),
+        ({"traffic": {"request_rate_per_s": 1.0}, "parallelism": {"dp": 2}}, "parallelism.dp"),
+        ({"batch_sizes": [1], "load_pattern": "offline"}, "load_pattern"),
+    ],
+)
+def test_estimate_rules_the_document_states(
+    client: TestClient, overrides: dict[str, Any], field: str
+) -> None:
+    """Each body the server refuses for a field dependency, the document refuses too."""
+    document = client.get("/openapi.json").json()
+    body = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "input_tokens": 64}
+    body |= {"output_tokens": 8, **overrides}
+    assert field in error_fields(client.post("/v1/estimates", json=body))
+    schema = {**document, "$ref": "#/components/schemas/EstimateRequest"}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(body)
+    fixed = {**body, "batch_sizes": [1], "mode": "serving", "parallelism": {"dp": 1}}
+    assert jsonschema.Draft202012Validator(schema).is_valid(fixed)
+    assert client.post("/v1/estimates", json=fixed).status_code == 200
+
+
+def test_free_text_query_refuses_nul_as_documented(client: TestClient) -> None:
+    parameter = client.get("/openapi.json").json()["paths"]["/v1/accelerators"]["get"]
+    vendor = next(p for p in parameter["parameters"] if p["name"] == "vendor")
+    assert vendor["schema"]["pattern"] == "^[^\\x00]*$"
+    assert error_fields(client.get("/v1/accelerators", params={"vendor": "a\x00"})) == {"vendor"}

@@ -126,3 +126,21 @@ def test_missing_items_is_422(client: TestClient) -> None:
     assert response.status_code == 422
     fields = [e["field"] for e in response.json()["errors"]]
     assert "items" in fields
+
+
+def test_nul_in_an_item_is_that_items_422(client: TestClient) -> None:
+    good = item()
+    results = batch(
+        client,
+        [good, item(calibration="a\x00b"), {"x\x00y": 1}, ["\x00"], "\x00"],
+    )
+    assert results[0] == single(client, good)
+    fields = [[e["field"] for e in r["errors"]] for r in results[1:]]
+    assert fields == [["calibration"], ["xy"], ["0"], ["item"]]
+    assert all(r["status"] == 422 and "NUL" in r["errors"][0]["message"] for r in results[1:])
+
+
+def test_nul_outside_the_items_refuses_the_batch(client: TestClient) -> None:
+    response = client.post("/v1/estimates/batch", json={"items": [item()], "x\x00": 1})
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["errors"]] == ["x"]

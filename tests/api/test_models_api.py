@@ -249,3 +249,17 @@ def test_import_existing_id_is_409(client: TestClient, auth_headers: dict[str, s
         "/v1/models/import", json={"id": "qwen3-8b", "hf_config": config}, headers=auth_headers
     )
     assert response.status_code == 409
+
+
+@pytest.mark.parametrize("model_id", ["gemma-3-27b", "qwen3-235b-a22b"])
+def test_seeded_models_can_be_patched(
+    client: TestClient, auth_headers: dict[str, str], model_id: str
+) -> None:
+    """The merged row keeps the seeded sources, which must pass SourceUrl like any edit's."""
+    patched = client.patch(f"/v1/models/{model_id}", json={"notes": "x"}, headers=auth_headers)
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["notes"] == "x"
+    assert all(
+        url.startswith("https://huggingface.co/") or url.startswith("https://gitcode.com/")
+        for url in patched.json()["sources"]
+    )

@@ -56,6 +56,23 @@ def test_a_shape_error_about_a_stored_model_names_the_request_field() -> None:
     assert body["errors"][0]["field"] == "model"
 
 
+@pytest.mark.parametrize(
+    ("error", "field"),
+    [
+        (InvalidLayoutError("tp=3 does not divide 32 heads"), "tp"),
+        (InvalidLayoutError("pp=5 does not divide 32 layers"), "pp"),
+        (InvalidLayoutError("layout needs more GPUs"), "tp"),
+        (UnsupportedDtypeError("no fp4 peak"), "precision"),
+        (InvalidShapeError("num_layers", "bad"), "model"),
+        (ContextWindowError("context_tokens", 9, 8, "m"), "context_tokens"),
+    ],
+)
+def test_chart_errors_name_their_query_parameter(error: Exception, field: str) -> None:
+    body = error_problem(error, shape_field="model", in_query=True)
+    assert body["status"] == 422
+    assert body["errors"] == [{"field": field, "message": str(error)}]
+
+
 def test_other_exceptions_are_not_mapped() -> None:
     with pytest.raises(KeyError):
         error_problem(KeyError("x"))

@@ -226,3 +226,38 @@ def test_deepseek_v3_drafts_with_its_mtp_module(client: TestClient) -> None:
     mtp = post(client, {**request, "traffic": {**request["traffic"], "speculative": mtp_spec}})
     assert generic.status_code == 200 and mtp.status_code == 200, mtp.text
     assert mtp.json()["traffic"]["tpot_ms"]["p50"] > generic.json()["traffic"]["tpot_ms"]["p50"]
+
+
+def test_json_integers_with_a_zero_fraction_are_integers(client: TestClient) -> None:
+    """JSON Schema's integer includes 512.0: the same stream as 512."""
+    as_ints = post(client, body(input_tokens=512, max_running_requests=64, seed=3)).json()
+    as_floats = post(client, body(input_tokens=512.0, max_running_requests=64.0, seed=3.0))
+    assert as_floats.status_code == 200, as_floats.text
+    assert as_floats.json()["traffic"] == as_ints["traffic"]
+    assert as_ints["traffic"]["mean_input_tokens"] == 512
+    assert as_ints["traffic"]["scheduler"]["max_running_requests"] == 64
+
+
+@pytest.mark.parametrize(
+    ("traffic", "field"),
+    [
+        ({"input_tokens": 512.5}, "traffic.input_tokens"),
+        ({"max_running_requests": True}, "traffic.max_running_requests"),
+        ({"prefix_cache_hit_rate": "0.5"}, "traffic.prefix_cache_hit_rate"),
+        ({"arrival": {"process": "gamma", "cv": True}}, "traffic.arrival.cv"),
+    ],
+)
+def test_non_numbers_and_fractions_are_refused(
+    client: TestClient, traffic: dict[str, Any], field: str
+) -> None:
+    response = post(client, body(**traffic))
+    assert response.status_code == 422, response.text
+    assert all(e["field"].startswith(field) for e in response.json()["errors"])
+
+
+def test_the_document_states_poisson_takes_no_cv(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schemas["ArrivalIn"]["if"] == {"properties": {"process": {"const": "poisson"}}}
+    assert schemas["ArrivalIn"]["then"] == {"properties": {"cv": {"enum": [1, None]}}}
+    accepted = post(client, body(arrival={"process": "poisson", "cv": 1.0}))
+    assert accepted.status_code == 200, accepted.text

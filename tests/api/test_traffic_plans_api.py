@@ -65,3 +65,10 @@ def test_impossible_percentile_targets_reject_with_a_reason(client: TestClient) 
     answer = plan(client, slo={"tpot_ms_p99_max": 0.5}).json()
     assert answer["configurations"] == []
     assert {r["code"] for r in answer["rejected"]} >= {"misses_slo"}
+
+
+def test_plan_traffic_numbers_are_strict(client: TestClient) -> None:
+    for bad in (False, "0.2"):
+        response = plan(client, traffic={"headroom": bad})
+        assert response.status_code == 422, bad
+        assert [e["field"] for e in response.json()["errors"]] == ["traffic.headroom"]

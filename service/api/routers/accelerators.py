@@ -20,7 +20,7 @@ from service.api.routers.conditional import (
     validate_as,
 )
 from service.api.schemas.accelerators import Accelerator, AcceleratorCreate, AcceleratorReplace
-from service.api.schemas.common import Cursor, Dtype, ListPage
+from service.api.schemas.common import Cursor, Dtype, ListPage, text_query
 from service.services.catalog import read_accelerator
 
 router = APIRouter(prefix="/v1/accelerators", tags=["catalog"])
@@ -35,7 +35,7 @@ else:
 @router.get("", response_model=ListPage[Accelerator], dependencies=[ReadAccess])
 async def list_accelerators(
     request: Request,
-    vendor: str | None = None,
+    vendor: Annotated[str | None, text_query()] = None,
     min_memory_gb: Annotated[float | None, Query(ge=0)] = None,
     dtype: Dtype | None = Query(default=None, description="Only accelerators with a dense peak."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -69,7 +69,11 @@ async def get_accelerator(
     responses=problem_responses(409),
 )
 def create_accelerator(body: AcceleratorCreate, catalog: CatalogDep) -> Response:
-    """Add an accelerator (409 if the id exists)."""
+    """Add an accelerator (409 if the id exists).
+
+    422 (not stated in the schema): a measured_matmul_tflops entry for a dtype peak_tflops
+    lacks, or above the peak_tflops of its dtype.
+    """
     created = catalog.create_accelerator(body.model_dump())
     return representation_response(
         created, status_code=201, location=f"/v1/accelerators/{created['id']}"
@@ -80,7 +84,7 @@ def create_accelerator(body: AcceleratorCreate, catalog: CatalogDep) -> Response
 def replace_accelerator(
     accelerator_id: str, body: AcceleratorReplace, catalog: CatalogDep, if_match: IfMatch = None
 ) -> Response:
-    """Replace an accelerator's fields (412 if If-Match is stale)."""
+    """Replace an accelerator's fields (412 if If-Match is stale; 422 as for POST)."""
     check_body_id(accelerator_id, body.id)
     data = body.model_dump()
     return representation_response(
@@ -95,7 +99,11 @@ def patch_accelerator(
     body: Annotated[AcceleratorPatch, Body()],
     if_match: IfMatch = None,
 ) -> Response:
-    """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale)."""
+    """Merge-patch an accelerator (RFC 7396; 412 if If-Match is stale).
+
+    The merged accelerator must be a valid POST /v1/accelerators body, else 422 naming the
+    field (e.g. a measured_matmul_tflops for a dtype the stored peak_tflops lacks).
+    """
     patch = body.model_dump(exclude_unset=True)
     current = catalog.get_accelerator(accelerator_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}

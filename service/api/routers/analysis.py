@@ -24,6 +24,7 @@ from service.api.budgets import check_estimate_points, check_response_bytes, est
 from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer
 from service.api.heavy import HeavyWork
 from service.api.heavy_calls import run_heavy
+from service.api.input_guard import NUL_MESSAGE, nul_path
 from service.api.problems import (
     error_problem,
     problem_response,
@@ -247,7 +248,15 @@ def estimate_csv(answer: dict[str, Any]) -> str:
     dependencies=[ReadAccess],
 )
 async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewer) -> Response:
-    """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU."""
+    """Tabulate one step's operators: FLOPs, bytes, intensity, bound and time, per GPU.
+
+    422 for a request the stored model or accelerator cannot run (rules that depend on the
+    catalog, so the schema cannot state them): tp must divide the model's num_heads (and
+    mamba_num_heads) and divide num_kv_heads or be a multiple of it; pp at most num_layers;
+    ep > 1 and attention_dp > 1 need an MoE model, ep at most its num_experts and dividing
+    tp × attention_dp; the tokens within the model's context window; the accelerator needs a
+    peak for the precision's dtypes. The error names the field.
+    """
     spec = IntensitySpec(
         target=_target(body),
         phase=body.phase,
@@ -273,7 +282,13 @@ async def post_intensity(body: IntensityRequest, request: Request, viewer: Viewe
 async def post_estimates(
     body: EstimateRequest, request: Request, viewer: Viewer, accept: AcceptHeader = None
 ) -> Response:
-    """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv)."""
+    """Estimate latency, throughput, memory and cost per batch size (CSV on Accept: text/csv).
+
+    422 for what the stored model or accelerator cannot run, as for POST /v1/intensity (layout
+    against the model's heads, layers and experts; context window; the dtypes' peaks), and for
+    traffic that contradicts itself (max_running_requests above the step's token budget,
+    percentiles that decrease, histogram shares that do not sum to 1).
+    """
     spec = estimate_spec(body)
     try:
         analysis = await loaded_analysis(request, spec.target, viewer)
@@ -308,6 +323,11 @@ def batch_answer(session: Session, work: BatchWork) -> Response:
     specs: list[EstimateSpec] = []
     positions: list[int] = []
     for index, raw in enumerate(work.items):
+        nul_field = nul_path(raw)
+        if nul_field is not None:  # the guard left items to us: this one alone is refused
+            field = "item" if nul_field == "body" else nul_field
+            results[index] = validation_body([{"field": field, "message": NUL_MESSAGE}])
+            continue
         try:
             request = EstimateRequest.model_validate(raw)
         except ValidationError as exc:
@@ -339,6 +359,9 @@ async def post_estimates_batch(
     body: EstimateBatchRequest, request: Request, settings: SettingsDep, viewer: Viewer
 ) -> Response:
     """Estimate up to 256 requests; each item is an estimate or a problem object of its own.
+
+    An item that is not a valid estimate request (a NUL character anywhere in it included) is
+    answered with its own 422 problem; the batch itself is refused only for its own fields.
 
     The items' batch sizes together may not exceed the work budget (``max_estimate_points``);
     the batch runs in a heavy-work slot (503 + Retry-After when they are all taken).

@@ -38,7 +38,7 @@ from service.api.schemas.calibrations import (
     CalibrationProfileOut,
     CalibrationUploadForm,
 )
-from service.api.schemas.common import Cursor, ListPage
+from service.api.schemas.common import Cursor, ListPage, text_query
 from service.services.calibration import (
     CalibrationService,
     FitLimits,
@@ -254,19 +254,19 @@ async def create_calibration(
     request: Request,
     service: CalibrationDep,
     settings: SettingsDep,
-    accelerator: Annotated[str | None, Query(description="For CSV and vllm uploads.")] = None,
-    name: Annotated[str | None, Query()] = None,
-    backend: Annotated[str | None, Query()] = None,
-    backend_version: Annotated[str | None, Query()] = None,
+    accelerator: Annotated[str | None, text_query(description="For CSV and vllm uploads.")] = None,
+    name: Annotated[str | None, text_query()] = None,
+    backend: Annotated[str | None, text_query()] = None,
+    backend_version: Annotated[str | None, text_query()] = None,
     tp: Annotated[
         int, Query(ge=1, le=1024, description="TP of a harness run whose file does not say.")
     ] = 1,
     weights_dtype: Annotated[
-        str, Query(description="Weights dtype of a harness run whose file does not say.")
+        str, text_query(description="Weights dtype of a harness run whose file does not say.")
     ] = "bf16",
     model: Annotated[
         str | None,
-        Query(
+        text_query(
             max_length=200,
             description="Model of a harness run whose file does not name it (SGLang "
             "bench_serving), e.g. Qwen/Qwen3-32B or qwen3-32b.",
@@ -308,7 +308,13 @@ async def create_calibration(
     idempotency_key: IdempotencyKey = None,
     viewer: Viewer = "",
 ) -> Response:
-    """Fit a calibration profile from measurements and store it with them (201)."""
+    """Fit a calibration profile from measurements and store it with them (201).
+
+    Also 422 naming the field (not stated in the schema): an accelerator or a model the
+    catalog lacks; no accelerator (in the body, the form or the query); a body that is not
+    the format `format` names; rows inconsistent in themselves (num_kv_heads must divide
+    num_heads) or naming several backends without `split_by_backend`.
+    """
     query = {
         "accelerator": accelerator,
         "name": name,
@@ -356,7 +362,7 @@ async def create_calibration(
 def list_calibrations(
     service: CalibrationDep,
     viewer: Viewer,
-    accelerator: Annotated[str | None, Query(max_length=100)] = None,
+    accelerator: Annotated[str | None, text_query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Cursor = None,
 ) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -14,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, get_viewer
 from service.api.heavy_calls import run_heavy
+from service.api.problems import error_problem, problem_response
 from service.api.query_patterns import SLUG, comma_list, int_list, slug_list
 from service.api.routers.planning import plan_spec
 from service.api.schemas.analysis import (
@@ -22,7 +22,7 @@ from service.api.schemas.analysis import (
     MAX_TOKENS,
     ActivationDtype,
 )
-from service.api.schemas.common import Dtype
+from service.api.schemas.common import NO_NUL_PATTERN, Dtype
 from service.api.schemas.planning import (
     MAX_ACCELERATORS,
     MAX_GPUS_PER_REPLICA,
@@ -38,12 +38,7 @@ from service.charts.sources import frontier_data, roofline_data, sweep_data, tra
 from service.charts.style import to_spec
 from service.charts.sweep import sweep_chart
 from service.charts.traffic import traffic_chart
-from service.engine.errors import (
-    EngineError,
-    InvalidLayoutError,
-    InvalidShapeError,
-    UnsupportedDtypeError,
-)
+from service.engine.errors import EngineError
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.services.errors import FieldError
@@ -72,7 +67,7 @@ Slug = Annotated[str, Query(min_length=1, max_length=100, pattern=f"^{SLUG}$")]
 Format = Annotated[ChartFormat, Query(alias="format", description="svg, png or vega (JSON).")]
 Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
 Degree = Annotated[int, Query(ge=1, le=MAX_DEGREE)]
-CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100)]
+CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)]
 BackendQuery = Annotated[str | None, Query(max_length=50, pattern=BACKEND_PATTERN)]
 
 
@@ -127,17 +122,10 @@ def chart_response(spec: dict[str, Any], fmt: ChartFormat) -> Response:
     )
 
 
-def _engine_field_error(exc: EngineError) -> FieldError:
-    """Name the query parameter an engine error is about (tp/pp/ep, precision, model)."""
-    field = "query"
-    if isinstance(exc, InvalidLayoutError):
-        match = re.match(r"^(tp|pp|ep)\b", str(exc))
-        field = match.group(1) if match else "tp"
-    elif isinstance(exc, UnsupportedDtypeError):
-        field = "precision"
-    elif isinstance(exc, InvalidShapeError):
-        field = "model"
-    return FieldError(field, str(exc))
+def _engine_problem(exc: EngineError) -> Response:
+    """The 422 of an engine error, naming the query parameter it is about (tp/pp/ep,
+    precision, model)."""
+    return problem_response(error_problem(exc, shape_field="model", in_query=True))
 
 
 def _target(
@@ -186,7 +174,12 @@ def roofline_chart_body(
     backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw the accelerator's roofline with the model's operators at the chosen batch sizes."""
+    """Draw the accelerator's roofline with the model's operators at the chosen batch sizes.
+
+    422, naming the parameter, for what the stored model or accelerator cannot run (the rules
+    of POST /v1/intensity: tp, pp and ep against the model's heads, layers and experts; the
+    accelerator needs a peak for the dtypes asked for).
+    """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_ROOFLINE_BATCHES
     )
@@ -199,7 +192,7 @@ def roofline_chart_body(
             analysis, target, phases=phases, batch_sizes=batches, context_tokens=context_tokens
         )
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(roofline_chart(data)), fmt)
 
 
@@ -223,7 +216,12 @@ def sweep_chart_body(
     backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked."""
+    """Draw TTFT, TPOT and throughput against batch size or concurrency, memory limit marked.
+
+    422, naming the parameter, for what the stored model or accelerator cannot run (the rules
+    of POST /v1/estimates: tp, pp and ep against the model's heads, layers and experts; the
+    context window; the accelerator needs a peak for the dtypes asked for).
+    """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_SWEEP_POINTS
     )
@@ -240,7 +238,7 @@ def sweep_chart_body(
             mode=mode,
         )
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(sweep_chart(data)), fmt)
 
 
@@ -294,7 +292,7 @@ def traffic_chart_body(
             arrival_cv=arrival_cv,
         )
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(traffic_chart(data)), fmt)
 
 
@@ -393,10 +391,16 @@ def frontier_chart_body(
     ] = None,
     mode: Literal["static", "serving"] | None = None,
     backend: BackendQuery = None,
-    calibration: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+    calibration: Annotated[
+        str | None, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)
+    ] = None,
     fmt: Format = "svg",
 ) -> Response:
-    """Draw tokens/s per user against tokens/s per GPU from the plan's frontier."""
+    """Draw tokens/s per user against tokens/s per GPU from the plan's frontier.
+
+    The frontier is a plan (POST /v1/plans): 422 past the plan work budget, which the number
+    of catalog accelerators and layouts considered decides.
+    """
     model_ids = _one_of("model", model, "models", models)
     if model_ids is None:
         raise FieldError("model", "required: comma-separated model ids")
@@ -439,7 +443,7 @@ def frontier_chart_body(
     try:
         data = frontier_data(planning, plan_spec(request, max_plan_points))
     except EngineError as exc:
-        raise _engine_field_error(exc) from exc
+        return _engine_problem(exc)
     return chart_response(to_spec(frontier_chart(data)), fmt)
 
 

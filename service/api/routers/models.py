@@ -18,7 +18,7 @@ from service.api.routers.conditional import (
     representation_response,
     validate_as,
 )
-from service.api.schemas.common import Cursor, ListPage
+from service.api.schemas.common import Cursor, ListPage, text_query
 from service.api.schemas.models import Model, ModelCreate, ModelImport, ModelReplace
 
 router = APIRouter(prefix="/v1/models", tags=["catalog"])
@@ -33,7 +33,7 @@ else:
 @router.get("", response_model=ListPage[Model], dependencies=[ReadAccess])
 async def list_models(
     request: Request,
-    family: str | None = None,
+    family: Annotated[str | None, text_query()] = None,
     moe: bool | None = Query(default=None, description="true: only MoE; false: only dense."),
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Cursor = None,
@@ -54,7 +54,11 @@ async def list_models(
     responses=problem_responses(409),
 )
 def import_model(body: ModelImport, catalog: CatalogDep) -> Response:
-    """Create a model from a Hugging Face config.json (422 names the offending key)."""
+    """Create a model from a Hugging Face config.json (422 names the offending key).
+
+    Also 422 (not stated in the schema): a config that lacks a key its model_type's reader
+    needs, or whose shape breaks a rule of POST /v1/models that compares two fields.
+    """
     extra = {"name": body.name, "hf_repo": body.hf_repo, "sources": body.sources}
     created = catalog.import_model(body.id, body.hf_config, extra)
     return representation_response(created, status_code=201, location=f"/v1/models/{body.id}")
@@ -75,7 +79,12 @@ async def get_model(model_id: str, request: Request, if_none_match: IfNoneMatch 
     responses=problem_responses(409),
 )
 def create_model(body: ModelCreate, catalog: CatalogDep) -> Response:
-    """Add a model shape (422 naming the inconsistent field, 409 if the id exists)."""
+    """Add a model shape (422 naming the inconsistent field, 409 if the id exists).
+
+    Rules that compare two fields, which the schema cannot state, give a 422 naming the field:
+    num_kv_heads divides num_heads, experts_per_token <= num_experts, first_dense_layers <
+    num_layers and num_sliding_layers <= num_layers.
+    """
     created = catalog.create_model(body.model_dump())
     return representation_response(created, status_code=201, location=f"/v1/models/{created['id']}")
 
@@ -84,7 +93,7 @@ def create_model(body: ModelCreate, catalog: CatalogDep) -> Response:
 def replace_model(
     model_id: str, body: ModelReplace, catalog: CatalogDep, if_match: IfMatch = None
 ) -> Response:
-    """Replace a model's fields (412 if If-Match is stale)."""
+    """Replace a model's fields (412 if If-Match is stale; 422 as for POST /v1/models)."""
     check_body_id(model_id, body.id)
     return representation_response(
         catalog.replace_model(model_id, body.model_dump(), if_match=if_match)
@@ -98,7 +107,12 @@ def patch_model(
     body: Annotated[ModelPatch, Body()],
     if_match: IfMatch = None,
 ) -> Response:
-    """Merge-patch a model (RFC 7396; 412 if If-Match is stale)."""
+    """Merge-patch a model (RFC 7396; 412 if If-Match is stale).
+
+    The merged model must be a valid POST /v1/models body, else 422 naming the field: a patch
+    valid on its own may break a rule with the stored fields (e.g. a num_kv_heads that does
+    not divide the stored num_heads).
+    """
     patch = body.model_dump(exclude_unset=True)
     current = catalog.get_model(model_id, for_update=True)
     editable = {k: v for k, v in current.items() if k not in READ_ONLY}

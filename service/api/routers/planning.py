@@ -116,8 +116,11 @@ async def post_plan(
     """Rank feasible deployments for a question, with the frontier and every rejection's reason.
 
     An infeasible question answers 200 with no configuration and the reasons. Candidates x
-    concurrency levels may not exceed the work budget (``max_plan_points``; 422 past it); the
-    plan runs in a heavy-work slot (503 + Retry-After when they are all taken).
+    concurrency levels may not exceed the work budget (``max_plan_points``, 65,536 by default;
+    422 past it). The candidates depend on the catalog (every accelerator when `accelerators`
+    is left out, the MoE layouts of each model), so whether a schema-valid question fits the
+    budget does too. The plan runs in a heavy-work slot (503 + Retry-After when they are all
+    taken).
     """
     work = (plan_spec(body, settings.max_plan_points), settings.max_response_bytes, viewer)
     return await run_heavy(request, plan_answer, work)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.api.schemas.common import READ_ONLY, Dtype, Slug, SourceUrl
+from service.api.schemas.common import JSON_INTEGER, READ_ONLY, Dtype, Slug, SourceUrl
 
 
 def bounded(low: float, high: float) -> Any:
@@ -24,7 +24,8 @@ PowerW = Annotated[float, bounded(0.0, 1e6)]
 PriceUsdPerHour = Annotated[float, bounded(0.0, 1e6)]
 MIN_LINK_GB_S = 1e-3
 AnyFiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-StrictInt = Annotated[int, Field(strict=True)]
+StrictInt = Annotated[int, Field(strict=True), JSON_INTEGER]
+GpuCount = Annotated[int, Field(strict=True, ge=1, le=100_000), JSON_INTEGER]
 
 
 class PriceInfo(BaseModel):
@@ -43,7 +44,7 @@ class TopologyIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    scale_up_domain_gpus: Annotated[int, Field(strict=True, ge=1, le=100_000)] = Field(
+    scale_up_domain_gpus: GpuCount = Field(
         description="GPUs on the scale-up link (2 for a bridge pair, 8 HGX, 72 NVL72)."
     )
     scale_up_per_peer_gb_s: InterconnectGbS = Field(
@@ -53,7 +54,7 @@ class TopologyIn(BaseModel):
     host_link_gb_s: InterconnectGbS = Field(
         default=0.0, description="PCIe per direction, for peers outside the domain (0: 32)."
     )
-    gpus_per_node: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 8
+    gpus_per_node: GpuCount = 8
     scale_out_gb_s: InterconnectGbS = Field(
         default=0.0, description="Inter-node network per GPU per direction (0: unknown)."
     )
@@ -75,7 +76,8 @@ class AcceleratorFields(BaseModel):
         description="Measured maximum achievable matmul TFLOP/s per dtype (MAMF), at most peak.",
     )
     interconnect_gb_s: InterconnectGbS = Field(
-        default=0.0, description="Per device, per direction."
+        default=0.0,
+        description=f"Per device, per direction: 0 (no scale-up link) or at least {MIN_LINK_GB_S}.",
     )
     topology: TopologyIn | None = Field(
         default=None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
-from service.api.schemas.common import JSON_INTEGER, Dtype, Slug
+from service.api.schemas.common import JSON_INTEGER, NO_NUL_PATTERN, Dtype, Slug
 from service.api.schemas.traffic import TrafficIn, TrafficOut
 from service.engine.replicas import MAX_REPLICAS
 
@@ -30,7 +31,9 @@ BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INT
 Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS), JSON_INTEGER]
 Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE), JSON_INTEGER]
 Replicas = Annotated[int, Field(strict=True, ge=1, le=MAX_REPLICAS), JSON_INTEGER]
-Calibration = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Calibration = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)
+]
 BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
 
@@ -118,8 +121,36 @@ class IntensityRequest(AnalysisRequest):
     )
 
 
+# Estimate rules JSON Schema can state (services/estimates.py checks them, naming the field).
+_GIVEN_TRAFFIC: JsonDict = {"required": ["traffic"], "properties": {"traffic": {"type": "object"}}}
+ESTIMATE_RULES: JsonDict = {
+    # Points need batch sizes; a traffic-only request needs none.
+    "anyOf": [
+        {"required": ["batch_sizes"], "properties": {"batch_sizes": {"type": "array"}}},
+        _GIVEN_TRAFFIC,
+    ],
+    "allOf": [
+        {
+            # The simulation runs one replica.
+            "if": _GIVEN_TRAFFIC,
+            "then": {"properties": {"parallelism": {"properties": {"dp": {"const": 1}}}}},
+        },
+        {
+            # An offline queue is a serving question (mode defaults to static).
+            "if": {
+                "required": ["load_pattern"],
+                "properties": {"load_pattern": {"const": "offline"}},
+            },
+            "then": {"required": ["mode"], "properties": {"mode": {"const": "serving"}}},
+        },
+    ],
+}
+
+
 class EstimateRequest(AnalysisRequest):
     """Body of POST /v1/estimates (and one item of POST /v1/estimates/batch)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=ESTIMATE_RULES)
 
     input_tokens: Tokens
     output_tokens: Tokens

@@ -16,6 +16,8 @@ Slug = Annotated[
 # percent-encoded), so that every regex engine and URL parser reads it alike.
 SOURCE_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
 SourceUrl = Annotated[str, StringConstraints(pattern=SOURCE_URL_PATTERN, max_length=2000)]
+# Free text without U+0000 (PostgreSQL text has none: input_guard refuses it in every request).
+NO_NUL_PATTERN = r"^[^\x00]*$"
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 # An opaque page cursor: unpadded URL-safe base64 (a length of 4n + 1 cannot occur).
 CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
@@ -44,6 +46,16 @@ JSON_INTEGER = BeforeValidator(_json_integer)
 
 # A request field the server ignores (it echoes a response field): clients need not send it.
 READ_ONLY: JsonDict = {"readOnly": True}
+
+# A dict keyed by a patterned string: pydantic states the key pattern as patternProperties,
+# which leaves other keys free unless additionalProperties is false, as the server reads it.
+PATTERNED_KEYS_ONLY: JsonDict = {"additionalProperties": False}
+
+
+def text_query(**options: Any) -> Any:
+    """Return the Query of a free-text parameter: any string without U+0000."""
+    return Query(pattern=NO_NUL_PATTERN, **options)
+
 
 ItemT = TypeVar("ItemT")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic.config import JsonDict
 from service.api.schemas.common import JSON_INTEGER, READ_ONLY, Dtype, Slug, SourceUrl
 from service.engine.errors import InvalidShapeError
 from service.engine.hf_import import SUPPORTED_MODEL_TYPES, shape_from_hf_config
+from service.engine.shapes import FFN_TYPES
 
 
 def count(low: int, high: int) -> Any:
@@ -50,6 +51,8 @@ OptionalRank = Annotated[int, count(0, MAX_WIDTH), JSON_INTEGER]
 OptionalHeadDim = Annotated[int, count(0, MAX_HEADS), JSON_INTEGER]
 OptionalTokens = Annotated[int, count(0, MAX_CONTEXT_TOKENS), JSON_INTEGER]
 StrictCount = Annotated[int, Field(strict=True, ge=0), JSON_INTEGER]
+FfnType = Literal["glu", "mlp"]
+assert get_args(FfnType) == FFN_TYPES  # one list of FFN types
 
 
 def finite_json(value: Any, field: str) -> Any:
@@ -65,11 +68,33 @@ def finite_json(value: Any, field: str) -> Any:
     return value
 
 
-# Shape rules JSON Schema can state (ModelShape.validate checks these and the ones it cannot:
-# num_kv_heads divides num_heads, experts_per_token <= num_experts, first_dense_layers and
-# num_sliding_layers below num_layers, MLA rope and value dims).
+# Shape rules JSON Schema can state (ModelShape.validate checks these and the ones it cannot,
+# which compare two fields' values: num_kv_heads divides num_heads, experts_per_token <=
+# num_experts, first_dense_layers below num_layers, num_sliding_layers at most num_layers).
 SHAPE_RULES: JsonDict = {
     "allOf": [
+        {
+            # MoE with leading dense layers: those layers need a dense FFN width.
+            "if": {
+                "properties": {
+                    "num_experts": {"minimum": 1},
+                    "first_dense_layers": {"minimum": 1},
+                },
+                "required": ["num_experts", "first_dense_layers"],
+            },
+            "then": {
+                "properties": {"intermediate_size": {"minimum": 1}},
+                "required": ["intermediate_size"],
+            },
+        },
+        {
+            # MLA (kv_lora_rank > 0) needs its rope and value head widths.
+            "if": {"properties": {"kv_lora_rank": {"minimum": 1}}, "required": ["kv_lora_rank"]},
+            "then": {
+                "properties": {"qk_rope_head_dim": {"minimum": 1}, "v_head_dim": {"minimum": 1}},
+                "required": ["qk_rope_head_dim", "v_head_dim"],
+            },
+        },
         {
             "if": {"properties": {"num_experts": {"const": 0}}},
             "then": {
@@ -117,7 +142,7 @@ class ModelFields(BaseModel):
     intermediate_size: FfnWidth
     vocab_size: Vocab
     tie_word_embeddings: StrictBool = False
-    ffn_type: str = Field(default="glu", description="`glu` (gated, 3 matrices) or `mlp`.")
+    ffn_type: FfnType = Field(default="glu", description="`glu` (gated, 3 matrices) or `mlp`.")
     attention_bias: StrictBool = False
     output_bias: StrictBool = False
     mlp_bias: StrictBool = False

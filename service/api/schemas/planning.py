@@ -17,7 +17,7 @@ from service.api.schemas.analysis import (
     Replicas,
     Tokens,
 )
-from service.api.schemas.common import JSON_INTEGER, Slug
+from service.api.schemas.common import JSON_INTEGER, PATTERNED_KEYS_ONLY, Slug
 from service.api.schemas.traffic import PlanTrafficIn, PlanTrafficOut
 from service.engine.workloads import WORKLOADS
 
@@ -183,7 +183,9 @@ class PlanRequest(BaseModel):
     )
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
     price_usd_per_hour: dict[Slug, Price] = Field(
-        default_factory=dict, description="Per-GPU price per accelerator id, over the catalog's."
+        default_factory=dict,
+        json_schema_extra=PATTERNED_KEYS_ONLY,
+        description="Per-GPU price per accelerator id, over the catalog's.",
     )
     backend: Backend | None = None
     calibration: Calibration = Field(

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
+
+from service.api.schemas.common import JSON_INTEGER, PATTERNED_KEYS_ONLY
 
 MAX_REQUEST_RATE_PER_S = 1e6
 MAX_TRAFFIC_TOKENS = 1_048_576
@@ -13,18 +16,31 @@ MAX_SIMULATED_REQUESTS = 2000
 DEFAULT_SIMULATED_REQUESTS = 600
 
 Rate = Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE_PER_S, allow_inf_nan=False, strict=True)]
-TokenCount = Annotated[int, Field(ge=1, le=MAX_TRAFFIC_TOKENS, strict=True)]
-TokenFloat = Annotated[float, Field(ge=1, le=MAX_TRAFFIC_TOKENS, allow_inf_nan=False)]
-Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TRAFFIC_TOKENS, strict=True), JSON_INTEGER]
+TokenFloat = Annotated[float, Field(ge=1, le=MAX_TRAFFIC_TOKENS, allow_inf_nan=False, strict=True)]
+StepTokens = Annotated[int, Field(ge=64, le=MAX_TRAFFIC_TOKENS, strict=True), JSON_INTEGER]
+RunningCap = Annotated[int, Field(ge=1, le=65_536, strict=True), JSON_INTEGER]
+SimulatedRequests = Annotated[
+    int, Field(ge=MIN_SIMULATED_REQUESTS, le=MAX_SIMULATED_REQUESTS, strict=True), JSON_INTEGER
+]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)]
 PercentileName = Annotated[str, StringConstraints(pattern=r"^p(?:[1-9][0-9]?)(?:\.[0-9]{1,2})?$")]
-LatencyTarget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+LatencyTarget = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
 Scheduling = Literal["decode_first", "prefill_first"]
+
+
+# Poisson gaps have cv 1: a Poisson stream (the default process) takes no other cv
+# (services/traffic.py refuses it with a 422 naming traffic.arrival.cv).
+POISSON_CV_RULE: JsonDict = {
+    "if": {"properties": {"process": {"const": "poisson"}}},
+    "then": {"properties": {"cv": {"enum": [1, None]}}},
+}
 
 
 class ArrivalIn(BaseModel):
     """How requests arrive: Poisson, or a gamma renewal process with coefficient of variation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=POISSON_CV_RULE)
 
     process: Literal["poisson", "gamma"] = "poisson"
     cv: float | None = Field(
@@ -32,8 +48,10 @@ class ArrivalIn(BaseModel):
         gt=0,
         le=10,
         allow_inf_nan=False,
+        strict=True,
         description="Gamma only: standard deviation ÷ mean of the gaps between arrivals (1 is "
-        "Poisson-like, above 1 burstier). vllm bench serve's --burstiness is 1 / cv².",
+        "Poisson-like, above 1 burstier; with poisson only 1 or null). vllm bench serve's "
+        "--burstiness is 1 / cv².",
     )
 
 
@@ -42,8 +60,8 @@ class SpeculativeIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    draft_tokens: int = Field(ge=1, le=16, strict=True)
-    acceptance_rate: float = Field(ge=0, le=1, allow_inf_nan=False)
+    draft_tokens: Annotated[int, Field(ge=1, le=16, strict=True), JSON_INTEGER]
+    acceptance_rate: Share
     drafter: Literal["generic", "mtp"] = Field(
         default="generic",
         description="generic: the drafter's time and memory are not modelled. mtp: the "
@@ -67,9 +85,14 @@ class LengthDistributionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    percentiles: dict[PercentileName, TokenFloat] | None = Field(
+    percentiles: (
+        Annotated[
+            dict[PercentileName, TokenFloat],
+            Field(max_length=16, json_schema_extra=PATTERNED_KEYS_ONLY),
+        ]
+        | None
+    ) = Field(
         default=None,
-        max_length=16,
         description='Tokens at percentile levels, e.g. {"p50": 200, "p90": 800, "p99": 1500}.',
     )
     mean: TokenFloat | None = None
@@ -111,29 +134,24 @@ class StreamIn(BaseModel):
     output_tokens: Lengths | None = Field(
         default=None, description="Tokens generated per request (default: output_tokens, fixed)."
     )
-    max_num_batched_tokens: int | None = Field(
+    max_num_batched_tokens: StepTokens | None = Field(
         default=None,
-        ge=64,
-        le=MAX_TRAFFIC_TOKENS,
-        strict=True,
         description="Token budget of one step (chunk size). Default: the backend's (docs).",
     )
-    max_running_requests: int | None = Field(
+    max_running_requests: RunningCap | None = Field(
         default=None,
-        ge=1,
-        le=65_536,
-        strict=True,
         description="Cap on running requests. Default: the backend's, else the KV-cache limit.",
     )
     scheduling: Scheduling | None = Field(
         default=None, description="decode_first (vLLM, TensorRT-LLM) or prefill_first (SGLang)."
     )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1, strict=True), JSON_INTEGER] = 0
     prefix_cache_hit_rate: float = Field(
         default=0.0,
         ge=0,
         lt=1,
         allow_inf_nan=False,
+        strict=True,
         description="Share of each prompt found in the prefix cache: not prefilled again.",
     )
     speculative: SpeculativeIn | None = Field(
@@ -147,11 +165,8 @@ class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
 
     request_rate_per_s: Rate
-    num_requests: int = Field(
+    num_requests: SimulatedRequests = Field(
         default=DEFAULT_SIMULATED_REQUESTS,
-        ge=MIN_SIMULATED_REQUESTS,
-        le=MAX_SIMULATED_REQUESTS,
-        strict=True,
         description="Requests in the simulated stream (more: steadier tails, slower answer).",
     )
     slo: TrafficSloIn | None = Field(
@@ -163,11 +178,8 @@ class PlanTrafficIn(StreamIn):
     """Traffic of a plan: its rate is the plan's requests_per_s, its targets the slo's
     percentile fields; this object shapes the stream and the scheduler."""
 
-    num_requests: int = Field(
+    num_requests: SimulatedRequests = Field(
         default=300,
-        ge=MIN_SIMULATED_REQUESTS,
-        le=MAX_SIMULATED_REQUESTS,
-        strict=True,
         description="Requests per sizing run (fewer than an estimate's 600: a plan runs many).",
     )
     headroom: float = Field(
@@ -175,6 +187,7 @@ class PlanTrafficIn(StreamIn):
         ge=0,
         le=4,
         allow_inf_nan=False,
+        strict=True,
         description="Targets must hold at (1 + headroom) × the planned per-replica rate.",
     )
 
