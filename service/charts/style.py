@@ -9,6 +9,7 @@ import altair as alt
 
 PHASE_SHAPES = {"decode": "circle", "prefill": "square"}
 INK, MUTED, ACCENT = "#1f2933", "#7b8794", "#c81d25"
+LINE_COLOUR = "#3b82c4"  # the series line of the sweep and traffic charts
 CONFIG: dict[str, Any] = {
     "background": "white",
     "font": "DejaVu Sans, Helvetica, Arial, sans-serif",

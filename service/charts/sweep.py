@@ -7,7 +7,7 @@ from typing import Any
 import altair as alt
 
 from service.charts.sources import SweepData
-from service.charts.style import ACCENT, INK, inline
+from service.charts.style import ACCENT, INK, LINE_COLOUR, inline
 
 PANEL_WIDTH, PANEL_HEIGHT = 230, 200
 # (point field, panel title); a field ``<name>_p10``/``<name>_p90`` on a point draws its band.
@@ -66,10 +66,10 @@ def _panel(
     if banded:
         layers.append(
             alt.Chart(inline(banded))
-            .mark_area(opacity=0.25, color="#3b82c4")
+            .mark_area(opacity=0.25, color=LINE_COLOUR)
             .encode(x=x, y=alt.Y("p10:Q", title=title), y2="p90:Q")
         )
-    layers.append(alt.Chart(inline(mine)).mark_line(color="#3b82c4").encode(x=x, y=y))
+    layers.append(alt.Chart(inline(mine)).mark_line(color=LINE_COLOUR).encode(x=x, y=y))
     layers.append(
         alt.Chart(inline(mine))
         .mark_point(filled=True, size=40)
@@ -79,7 +79,7 @@ def _panel(
             color=alt.Color(
                 "fits:N",
                 title="memory",
-                scale=alt.Scale(domain=["fits", "exceeds memory"], range=["#3b82c4", ACCENT]),
+                scale=alt.Scale(domain=["fits", "exceeds memory"], range=[LINE_COLOUR, ACCENT]),
             ),
             tooltip=[
                 alt.Tooltip("batch_size:Q", title=x_title),

@@ -7,10 +7,9 @@ from typing import Any
 import altair as alt
 
 from service.charts.sources import TrafficSweepData
-from service.charts.style import ACCENT, INK, inline
+from service.charts.style import ACCENT, INK, LINE_COLOUR, inline
 
 PANEL_WIDTH, PANEL_HEIGHT = 230, 200
-LINE_COLOUR = "#3b82c4"
 # (traffic answer field, panel title): each field holds {mean, p50, p90, p99} in ms.
 METRICS = (
     ("ttft_ms", "TTFT (ms)"),

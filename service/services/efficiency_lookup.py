@@ -78,11 +78,11 @@ def uncalibrated(accelerator: Accelerator | None, backend: str | None = None) ->
     GEMM compute efficiencies are the accelerator's measured matmul fractions where known; the
     engine overheads are the backend's priors (``with_engine_priors``).
     """
-    measured = accelerator is not None and uses_measured_matmul(accelerator)
-    base = spec_sheet_efficiency(accelerator) if accelerator is not None and measured else None
-    params = with_engine_priors(base or DEFAULT_EFFICIENCY, backend)
-    if base is None and params is DEFAULT_EFFICIENCY:
+    spec = DEFAULT_EFFICIENCY if accelerator is None else spec_sheet_efficiency(accelerator)
+    params = with_engine_priors(spec, backend)
+    if params is DEFAULT_EFFICIENCY:
         return UNCALIBRATED
+    measured = accelerator is not None and uses_measured_matmul(accelerator)
     return ResolvedEfficiency(
         params=params,
         calibration=None,
