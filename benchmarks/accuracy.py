@@ -136,6 +136,8 @@ class GroupCoverage:
         self.rows: list[tuple[str, str, str, int, float]] = []
         self.shapes: dict[str, ModelShape] = {}
         self.spreads: dict[tuple[str, str], list[float]] = {}
+        # per (kind, metric): held-out log residuals, training in-domain residuals, doublings
+        self.pooled: dict[tuple[str, str], tuple[list[np.ndarray], ...]] = {}
 
     def add(
         self,
@@ -181,6 +183,7 @@ class GroupCoverage:
             kind = "backend"  # fitted on other engines: a backend (and model) extrapolation
         r = np.log(pred.measured[mask] / pred.predicted[mask])
         spread = extra_spread(residual_quantiles(r), result.quantiles(metric))
+        far: np.ndarray | None = None
         if kind in ("concurrency", "gpus"):
             chosen = [runs[int(i)] for i in pred.run[mask]]
             if kind == "gpus":
@@ -194,6 +197,19 @@ class GroupCoverage:
                 return
             spread /= float(np.median(far[far > 0]))
         self.spreads.setdefault((kind, metric), []).append(spread)
+        pooled = self.pooled.setdefault((kind, metric), ([], [], []))
+        pooled[0].append(r if far is None else r[far > 0])
+        pooled[1].append(result.residuals.get(metric, np.array([])))
+        pooled[2].append(np.ones(r.size) if far is None else far[far > 0])
+
+    def pooled_spread(self, kind: str, metric: str) -> float:
+        """The spread of one kind as ``extrapolation_cv`` measures it inside a profile: from
+        the held-out residuals of every group of the kind pooled into one band, against the
+        pooled in-domain residuals of their training fits (per doubling: over the median
+        doublings outside)."""
+        outside, inside, far = (np.concatenate(part) for part in self.pooled[(kind, metric)])
+        spread = extra_spread(residual_quantiles(outside), residual_quantiles(inside))
+        return spread / float(np.median(far))
 
     def table_rows(self) -> list[list[str]]:
         """Rows of every group; groups of ``MIN_GROUP`` points or more checked (72–88%)."""
@@ -674,8 +690,9 @@ def coverage_section() -> None:
         out(
             f"All transfer rows together (not a target row, for context): {len(transfer)} runs, "
             f"{100 * np.mean(transfer):.0f}% inside. The transfer widening is one log-spread, "
-            f"{TRANSFER_LOG_SIGMA:.3f}: the median of these four transfers' measured spreads "
-            "(section 11a), so this coverage is not independent of it. One spread cannot know a "
+            f"{TRANSFER_LOG_SIGMA:.3f}, from these four transfers' held-out residuals pooled "
+            "into one band (section 11a), so this coverage is not independent of it. One spread "
+            "cannot know a "
             "target's own systematic transfer error, so per target the coverage is high where "
             "the H100 profile transfers well and low where it does not; pooled over the targets "
             "it is what one spread can be checked on. The widening is combined with the H100 "
@@ -934,13 +951,16 @@ def spreads_section() -> None:
         "the training fit's in-domain 80% band, reaches the group's own held-out band "
         "(`intervals.extra_spread`; per doubling outside the fitted range for concurrency and "
         "GPU count: sections 4 and 8). Model: sections 3 and 7; mode: section 9. "
-        "Median over the groups of each kind. These are the `DEFAULT_SPREADS` of "
+        "Pooled: the held-out residuals of every group of a kind in one band against the "
+        "pooled in-domain residuals of their training fits, the statistic `extrapolation_cv.py` "
+        "uses inside a profile (until this revision the median over groups was used, which "
+        "leaves the groups above the median under-covered). These are the `DEFAULT_SPREADS` of "
         "`service/engine/calibration/intervals.py`, used when a profile's own runs cannot "
         "measure a kind (one model, one mode); a profile that can measures its own "
-        "(`extrapolation_cv.py`). The accelerator median is `TRANSFER_LOG_SIGMA`, the "
+        "(`extrapolation_cv.py`). The accelerator value is `TRANSFER_LOG_SIGMA`, the "
         "widening of a profile applied to another accelerator. The last column is the value "
-        "the service uses now; a row whose median moved by more than 0.005 is marked stale "
-        "(copy the medians into intervals.py and rerun)."
+        "the service uses now; a row whose pooled value moved by more than 0.005 is marked "
+        "stale (copy the pooled values into intervals.py and rerun)."
     )
     out()
     rows = []
@@ -950,12 +970,23 @@ def spreads_section() -> None:
         else:
             spread = DEFAULT_SPREADS.get(metric, {}).get(kind)
             used = None if spread is None else spread.log_sigma
-        median = float(np.median(values))
+        pooled = GROUPS.pooled_spread(kind, metric)
         state = "–" if used is None else f"{used:.3f}"
-        if used is not None and abs(used - median) > 0.005:
+        if used is not None and abs(used - pooled) > 0.005:
             state += " **stale**"
-        rows.append([kind, metric, str(len(values)), f"{median:.3f}", f"{max(values):.3f}", state])
-    table(["kind", "metric", "groups", "median log-spread", "max", "in intervals.py"], rows)
+        rows.append(
+            [
+                kind,
+                metric,
+                str(len(values)),
+                f"{pooled:.3f}",
+                f"{float(np.median(values)):.3f}",
+                f"{max(values):.3f}",
+                state,
+            ]
+        )
+    header = ["kind", "metric", "groups", "pooled log-spread", "group median", "group max"]
+    table([*header, "in intervals.py"], rows)
 
 
 def group_coverage_section() -> None:
@@ -1076,8 +1107,28 @@ ISSUE_11_NOTES = (
     "wait in prompt prefills instead of decode steps (TensorRT-LLM's TTFT grows with the "
     "prompt) took the (backend, tp) TTFT of TensorRT-LLM from 24.4 to 7.8% and vLLM's from "
     "13.5 to 11.3%, but SGLang's rose 13.0 → 17.8%, leave-model-out TTFT 42.8 → 55.6% and "
-    "concurrency ≥ 64 → ≤ 32 TTFT 24.5 → 40.7%. Splits and the data were not changed after "
-    "seeing results."
+    "concurrency ≥ 64 → ≤ 32 TTFT 24.5 → 40.7%. "
+    "(11) Runs that do not measure the engine are left out of the fit and named in its "
+    "warnings (`fit.unsound_runs`): decode speed missed by more than 3× by a first fit, or a "
+    "closed-loop TTFT above 3× the most the engine can queue a client (every other prompt "
+    "ahead, plus the slot wait). On the shipped data this removes 7 of gpt-oss-120b's 9 "
+    "concurrency-512 rows (TTFT 20–460 s at a TPOT no higher than at concurrency 4) and, in a "
+    "profile mixing every backend, one SGLang 0.5.8 tp1 run. Chosen after seeing section 7: "
+    "Qwen3-32B on vLLM held out (fitted on gpt-oss-120b) TPOT 13.6 → 8.4%, TTFT 66.0 → "
+    "44.8%; pooled leave-model-out TPOT 7.5 → 7.3%, TTFT 42.8 → 42.5%; concurrency ≥ 64 → ≤ "
+    "32 TTFT 24.6 → 22.2%; worse: the SGLang group fitted on other engines, TPOT 11.0 → "
+    "11.8% (spec sheet 11.4%, now a FAIL; 7 FAIL cells instead of 6). The shipped vLLM "
+    "profile's per-sequence-per-layer overhead moves from 0.28 to 0.79 µs (0.83 without any "
+    "concurrency-512 row), which is what a vLLM estimate for a model outside the data uses. "
+    "Tried and reverted instead: a Cauchy loss in place of soft-L1 (leave-model-out TTFT "
+    "42.8 → 39.9% but 8 FAIL cells, gpt-oss-120b ≤ 32 → ≥ 64 TPOT 27.3 → 34.6%). "
+    "(12) The default extrapolation spreads and the transfer widening are now the pooled "
+    "statistic (section 11a; the one `extrapolation_cv.py` already used inside a profile) "
+    "instead of the median over groups, and were copied into intervals.py after the change "
+    "of (11). Seen: checked groups within 72–88% 15 → 17 (TensorRT-LLM → A100 68 → 78%, "
+    "Qwen3-32B TensorRT-LLM held out TPOT 90 → 79%, TTFT 93 → 86%; worse: gpt-oss-120b held "
+    "out TPOT 75 → 64%); all transfer rows 82 → 88% inside (transfer widening 0.110 → 0.166). "
+    "Splits and the data were not changed after seeing results."
 )
 
 

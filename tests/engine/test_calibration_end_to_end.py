@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 from engine_refs import BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_MODELS
 
+from service.catalog_files import load_model_records, model_from_record
 from service.engine.calibration.end_to_end import precision_of, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import estimate_intervals, prediction_interval
@@ -17,6 +19,7 @@ from service.engine.calibration.parsers import parse_csv
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
 from service.engine.parallel import Parallelism
+from service.engine.shapes import ModelShape
 
 DATA, H100, MODELS = BENCHMARK_DATA, CALIBRATION_H100, CALIBRATION_MODELS
 TRUE = {"layer_overhead_us": 30.0, "step_overhead_us": 500.0, "sequence_layer_overhead_us": 1.2}
@@ -198,3 +201,75 @@ def test_offline_runs_are_predicted_as_an_offline_queue() -> None:
     closed = predict_runs([replace(run, load_pattern="closed_loop")], H100, MODELS, params)
     closed_ttft = dict(zip(closed.metric.tolist(), closed.predicted.tolist(), strict=True))
     assert closed_ttft["serving.ttft_ms"] > by_metric["serving.ttft_ms"]
+
+
+def test_runs_far_off_the_engine_model_are_left_out_with_a_warning() -> None:
+    """Two static runs 5x slower / faster than the engine makes them: not measuring the engine.
+
+    The clean runs scatter by 1%, so a 5x miss is ~160 σ; without the screen soft-L1 would still
+    let them pull the overheads.
+    """
+    clean = _static_runs(noise=0.01, seed=0)
+    bad = [replace(clean[0], latency_ms=clean[0].latency_ms * 5.0)]
+    bad.append(replace(clean[7], latency_ms=clean[7].latency_ms / 5.0))
+    result = fit([*clean, *bad], H100, MODELS, cross_validate=False)
+    assert any(w.startswith("2 runs left out of the fit") for w in result.warnings)
+    assert result.quality["static.latency_ms"].after.n == len(clean)
+    assert result.values["layer_overhead_us"] == pytest.approx(30.0, rel=0.2)
+    assert result.values["step_overhead_us"] == pytest.approx(500.0, rel=0.35)
+
+
+def test_closed_loop_ttft_beyond_what_the_engine_can_queue_is_left_out() -> None:
+    """A closed-loop TTFT 20x what the engine makes a client wait with every other prompt ahead.
+
+    At concurrency 16 the engine can queue a client behind at most the 15 other prompts
+    (prefill_queue_share = 1); a TTFT 20x the engine-generated one (share 0.5, as fitted on the
+    shipped runs) is beyond 3x that bound, so its time was spent in the load generator. A run
+    with twice the TTFT stays in.
+    """
+    shells = [
+        ServingMeasurement("llama-3-8b", s_in, 128, c, ttft_ms=1.0, tpot_ms=1.0, tp=1)
+        for s_in in (512, 2048)
+        for c in (4, 16, 64)
+    ]
+    truth = DEFAULT_EFFICIENCY.replace(**TRUE, prefill_queue_share=0.5, admission_wait_steps=4.0)
+    pred = predict_runs(shells, H100, MODELS, truth)
+    rows = zip(pred.run, pred.metric, pred.predicted, strict=True)
+    value = {(int(r), str(m)): float(v) for r, m, v in rows}
+    runs = [
+        replace(s, ttft_ms=value[(i, "serving.ttft_ms")], tpot_ms=value[(i, "serving.tpot_ms")])
+        for i, s in enumerate(shells)
+    ]
+    runs[1] = replace(runs[1], ttft_ms=runs[1].ttft_ms * 20.0)  # 512 in, concurrency 16
+    runs[4] = replace(runs[4], ttft_ms=runs[4].ttft_ms * 2.0)  # 2048 in, concurrency 16
+    result = fit(runs, H100, MODELS, cross_validate=False)
+    left_out = [w for w in result.warnings if "left out of the fit" in w]
+    assert len(left_out) == 1 and left_out[0].startswith("1 run left out")
+    assert "llama-3-8b tp1 512/128 concurrency 16" in left_out[0]
+    assert result.quality["serving.ttft_ms"].after.n == len(runs) - 1
+
+
+def _gpt_oss() -> dict[str, ModelShape]:
+    (record,) = [r for r in load_model_records() if r["id"] == "gpt-oss-120b"]
+    return {"gpt-oss-120b": model_from_record(record)}
+
+
+def test_shipped_gpt_oss_runs_whose_load_generator_stalled_are_left_out() -> None:
+    """gpt-oss-120b at concurrency 512 (benchmarks/data/h100): TTFT of 20–460 s at TPOT no higher
+    than at concurrency 4, which no engine state explains; the sound runs (concurrency <= 64)
+    all stay in.
+    """
+    path = Path(__file__).parents[2] / "benchmarks" / "data" / "h100" / "serving_gpt_oss_120b.csv"
+    parsed = parse_csv(path.read_text())
+    runs = [
+        replace(m, model="gpt-oss-120b", activations_dtype="bf16")
+        for m in parsed.measurements
+        if isinstance(m, ServingMeasurement)
+    ]
+    result = fit(runs, H100, {**MODELS, **_gpt_oss()}, cross_validate=False)
+    (warning,) = [w for w in result.warnings if "left out of the fit" in w]
+    left_out = int(warning.split()[0])
+    sound = sum(r.concurrency <= 64 for r in runs)
+    assert 5 <= left_out <= len(runs) - sound
+    assert result.quality["serving.tpot_ms"].after.n >= sound
+    assert "concurrency 512" in warning and "concurrency 64" not in warning

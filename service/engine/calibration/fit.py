@@ -63,7 +63,7 @@ from service.engine.calibration.quality import (
     log_residuals,
 )
 from service.engine.calibration.reach import within_reach
-from service.engine.calibration.run_predictor import mode_of
+from service.engine.calibration.run_predictor import RunPredictor, mode_of
 from service.engine.calibration.solver import solve
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
@@ -437,6 +437,18 @@ def _kernel_quality(
 # Compute dtypes whose label in a run may name only the weight format (nvfp4/mxfp4 checkpoints
 # on GPUs without fp4 tensor cores run their GEMMs on dequantised bf16 tiles).
 WEIGHT_ONLY_LABEL = "fp4"
+# Runs that are not measuring the engine, left out of the end-to-end fit and reported:
+# - decode speed (TPOT, or a static batch's latency) that the fitted engine model misses by more
+#   than OUTLIER_FACTOR: at the fitted runs' robust scatter of 3–10% (see
+#   benchmarks/results/accuracy.md) a 3× miss lies beyond 10 σ, and soft-L1 still gives such a
+#   point the weight of about ten sound ones;
+# - a closed-loop TTFT above OUTLIER_FACTOR × the most the engine can make a client wait: every
+#   other client's prompt ahead of it (``prefill_queue_share`` = 1) plus Little's-law slot wait
+#   (serving.py). Beyond that the time was spent outside the engine (a load generator that could
+#   not keep its clients in flight).
+OUTLIER_FACTOR = 3.0
+SPEED_METRICS = ("serving.tpot_ms", "static.latency_ms")
+OUTLIER_ROUNDS = 3  # refit and screen again: a fit freed of gross outliers exposes the next
 
 
 def weight_only_where_unsupported(
@@ -454,6 +466,51 @@ def weight_only_where_unsupported(
         else:
             out.append(r)
     return out, moved
+
+
+def _outlier_warning(runs: Sequence[StaticMeasurement | ServingMeasurement]) -> str:
+    shown = ", ".join(
+        f"{r.model} tp{r.tp} {r.input_tokens}/{r.output_tokens}"
+        + (f" concurrency {r.concurrency}" if isinstance(r, ServingMeasurement) else "")
+        for r in runs[:5]
+    )
+    more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+    return (
+        f"{len(runs)} run{'s' if len(runs) != 1 else ''} left out of the fit as not measuring "
+        "the engine: it misses their "
+        f"decode speed by more than {OUTLIER_FACTOR:g}x, beyond any sound run's scatter, or "
+        f"their TTFT exceeds {OUTLIER_FACTOR:g}x the most the engine can queue a closed-loop "
+        f"client ({shown}{more})"
+    )
+
+
+def unsound_runs(
+    runs: Sequence[StaticMeasurement | ServingMeasurement],
+    accelerator: Accelerator,
+    models: Mapping[str, ModelShape],
+    values: Mapping[str, float],
+) -> set[int]:
+    """Indices of runs a first fit finds not measuring the engine (see OUTLIER_FACTOR)."""
+    prepared: e2e.Prepared = {}
+    first, *_ = e2e.fit_end_to_end(
+        runs, accelerator, models, dict(values), cross_validate=False, prepared=prepared
+    )
+    predictor: RunPredictor = prepared["predictor"]
+    params = EfficiencyParams.from_dict(first)
+    fitted = predictor.predict(params)
+    bound = predictor.predict(replace(params, prefill_queue_share=1.0))
+    measured = predictor.measured
+    metric = np.array([t.metric for t in predictor.targets])
+    closed = np.array([_closed_loop(runs[i]) for i in predictor.target_run], dtype=bool)
+    limit = math.log(OUTLIER_FACTOR)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        speed_miss = np.isin(metric, SPEED_METRICS) & (np.abs(np.log(fitted / measured)) > limit)
+        queue_miss = (metric == "serving.ttft_ms") & closed & (np.log(measured / bound) > limit)
+    return {int(i) for i in predictor.target_run[speed_miss | queue_miss]}
+
+
+def _closed_loop(run: StaticMeasurement | ServingMeasurement) -> bool:
+    return isinstance(run, ServingMeasurement) and run.load_pattern == "closed_loop"
 
 
 def fit(
@@ -508,6 +565,15 @@ def fit(
     priors: Mapping[str, Prior] = {}
     spreads: dict[str, dict[str, ExtrapolationSpread]] = {}
     if known:
+        left_out: list[StaticMeasurement | ServingMeasurement] = []
+        for _ in range(OUTLIER_ROUNDS):
+            outliers = unsound_runs(known, accelerator, models, values)
+            if not outliers or len(outliers) >= len(known):
+                break
+            left_out += [known[i] for i in sorted(outliers)]
+            known = [r for i, r in enumerate(known) if i not in outliers]
+        if left_out:
+            warnings.append(_outlier_warning(left_out))
         backend = prior_backend([r.backend for r in known])
         priors = priors_for(backend)
         prepared: e2e.Prepared = {}

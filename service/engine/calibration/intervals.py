@@ -45,7 +45,7 @@ COVERAGE = 0.8
 Z_90 = 1.2815515655446004  # standard normal 90th percentile (two-sided 80%)
 MIN_RESIDUALS = 8
 FALLBACK_LOG_SIGMA = 0.25  # ±25%-ish when too few held-out residuals exist
-TRANSFER_LOG_SIGMA = 0.110  # accuracy.md §11a, accelerator kind (see above)
+TRANSFER_LOG_SIGMA = 0.166  # accuracy.md §11a, accelerator kind, pooled (see above)
 DISTANCE_LOG_SIGMA = 0.05  # per doubling outside the calibration range
 
 
@@ -135,20 +135,20 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.139),
-        "backend": _spread(0.129),
-        "mode": _spread(0.142),
-        "concurrency": _spread(0.019, per_doubling=True),
-        "gpus": _spread(0.085, per_doubling=True),
+        "model": _spread(0.066),
+        "backend": _spread(0.171),
+        "mode": _spread(0.0),
+        "concurrency": _spread(0.053, per_doubling=True),
+        "gpus": _spread(0.071, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(1.078),
-        "backend": _spread(0.0),
-        "mode": _spread(1.848),
-        "concurrency": _spread(0.218, per_doubling=True),
-        "gpus": _spread(0.274, per_doubling=True),
+        "model": _spread(0.460),
+        "backend": _spread(0.447),
+        "mode": _spread(2.075),
+        "concurrency": _spread(0.141, per_doubling=True),
+        "gpus": _spread(0.416, per_doubling=True),
     },
-    "static.latency_ms": {"model": _spread(0.103), "mode": _spread(0.179)},
+    "static.latency_ms": {"model": _spread(0.005), "mode": _spread(0.221)},
 }
 
 
