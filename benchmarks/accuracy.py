@@ -1128,6 +1128,15 @@ ISSUE_11_NOTES = (
     "of (11). Seen: checked groups within 72–88% 15 → 17 (TensorRT-LLM → A100 68 → 78%, "
     "Qwen3-32B TensorRT-LLM held out TPOT 90 → 79%, TTFT 93 → 86%; worse: gpt-oss-120b held "
     "out TPOT 75 → 64%); all transfer rows 82 → 88% inside (transfer widening 0.110 → 0.166). "
+    "(13) The closed-loop queue share follows the engine's scheduler (`efficiency."
+    "SCHEDULER_TERMS`): SGLang's prior is 0.5 (its default runs new prefill batches before "
+    "decoding and does not mix them: lockstep waves, half a wave ahead), the others keep 0; an "
+    "uncalibrated answer naming SGLang uses it, and so does a profile asked about a backend it "
+    "was not fitted on, while the admission wait (the load generator's) is kept. Set after "
+    "seeing the in-sample fits (SGLang 0.52; vLLM and TensorRT-LLM 0.02–0.21) and section 7: "
+    "the SGLang group fitted on other engines TTFT 65.9 → 16.5%, TPOT 11.8 → 9.0% (no longer "
+    "a FAIL); pooled leave-model-out TTFT 42.5 → 29.9%; worse: the spec-sheet SGLang TPOT "
+    "11.4 → 14.1% (TTFT 96.8 → 35.2%). "
     "Splits and the data were not changed after seeing results."
 )
 

@@ -206,6 +206,11 @@ DEFAULT_EFFICIENCY = EfficiencyParams()
 # closed-loop serving estimates (``mode: serving``). Static batches never use them; an estimate
 # for any other load pattern takes them at their priors (``engine_only``).
 HARNESS_TERMS: tuple[str, ...] = ("admission_wait_steps", "prefill_queue_share")
+# Of those, the ones the engine's scheduling policy sets: whether a closed loop's waves stay in
+# step depends on whether the scheduler runs new prompts before decoding (prefill-first keeps
+# them in lockstep: share ½) or beside it (decode-first spreads them: share 0). They follow the
+# backend (priors.py), while the admission wait describes the load generator alone.
+SCHEDULER_TERMS: tuple[str, ...] = ("prefill_queue_share",)
 
 
 def engine_only(params: EfficiencyParams) -> EfficiencyParams:

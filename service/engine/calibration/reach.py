@@ -20,8 +20,8 @@ loop and continuous batching schedule, sample and launch differently, so a reque
 fitted on kernel tables, apply in every mode. (On the shipped runs, a profile of static batches
 predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the reverse stayed at
 17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 9 of
-its narrative.) The closed-loop harness terms describe the load generator, not the engine, and
-are kept.
+its narrative.) The closed-loop admission wait describes the load generator, not the engine,
+and is kept; the queue share, which the engine's scheduler sets, follows the backend.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from service.engine.calibration.domain import Domain, doublings_outside
-from service.engine.calibration.priors import Prior, priors_for
-from service.engine.efficiency import HARNESS_TERMS, EfficiencyParams
+from service.engine.calibration.priors import Prior, engine_side, priors_for
+from service.engine.efficiency import EfficiencyParams
 
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
@@ -53,10 +53,10 @@ def within_reach(
         return params
     if backend and domain.backends and backend not in domain.backends:
         own = priors_for(backend)
-        engine = [n for n in priors if n in own and n not in HARNESS_TERMS]
+        engine = [n for n in priors if n in own and engine_side(n)]
         return params.replace(**{name: own[name].mean for name in engine})
     if mode and domain.modes and mode not in domain.modes:
-        engine = [n for n in priors if n not in HARNESS_TERMS]
+        engine = [n for n in priors if engine_side(n)]
         params = params.replace(**{name: priors[name].mean for name in engine})
     features = {"gpus": gpus}
     changes: dict[str, float] = {}
