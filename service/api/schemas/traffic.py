@@ -161,6 +161,30 @@ class StreamIn(BaseModel):
     )
 
 
+MAX_PLAN_RATIOS = 12
+PoolReplicas = Annotated[int, Field(ge=1, le=16, strict=True), JSON_INTEGER]
+KvLink = Literal["auto", "scale_up", "scale_out"]
+
+
+class DisaggregationIn(BaseModel):
+    """Disaggregated prefill and decode pools (xPyD) of the estimate's layout (docs/traffic.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefill_replicas: PoolReplicas = Field(
+        description="Replicas that run prompts only (prefill-only steps), each its own queue."
+    )
+    decode_replicas: PoolReplicas = Field(
+        description="Replicas that decode only, after the prompt's KV cache is transferred."
+    )
+    kv_link: KvLink = Field(
+        default="auto",
+        description="Where the KV travels: auto (the group's GPUs together: the scale-up link "
+        "when they fit its domain, else the host link in a node, else the network), scale_up "
+        "(NVLink/xGMI) or scale_out (the inter-node network per GPU).",
+    )
+
+
 class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
 
@@ -171,6 +195,12 @@ class TrafficIn(StreamIn):
     )
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
+    )
+    disaggregation: DisaggregationIn | None = Field(
+        default=None,
+        description="Serve the stream with prefill_replicas prefill-only and decode_replicas "
+        "decode-only replicas of this layout and a KV transfer between them (not with slo: "
+        "size groups for targets with POST /v1/plans).",
     )
 
 
@@ -189,6 +219,16 @@ class PlanTrafficIn(StreamIn):
         allow_inf_nan=False,
         strict=True,
         description="Targets must hold at (1 + headroom) × the planned per-replica rate.",
+    )
+    disaggregation: (
+        Literal["search"]
+        | Annotated[list[DisaggregationIn], Field(min_length=1, max_length=MAX_PLAN_RATIOS)]
+        | None
+    ) = Field(
+        default=None,
+        description='Size each configuration as groups of xPyD pools: "search" tries 1P1D, '
+        "1P2D, 2P1D, 1P3D, 3P1D, 2P3D, 3P2D, 1P4D and 4P1D; a list tries those given. The "
+        "cheapest fleet at the rate wins.",
     )
 
 
@@ -211,6 +251,55 @@ class SchedulerOut(BaseModel):
     decode_tokens_per_step: int = Field(description="Tokens run per decoding sequence per step.")
     tokens_per_decode_step: float = Field(description="Tokens gained per decode step (mean).")
     defaults_from: str = Field(description="Where knobs left out took their values from.")
+
+
+class PoolOut(BaseModel):
+    """One pool of a disaggregated group."""
+
+    replicas: int
+    utilization: float = Field(description="Share of time each replica runs steps (mean).")
+    capacity_requests_per_s: float = Field(description="The pool's, with a full queue.")
+    load_factor: float = Field(description="request_rate_per_s ÷ capacity_requests_per_s.")
+    queue_wait_ms: PercentilesOut = Field(
+        description="Arrival at the pool to the request's first step there."
+    )
+
+
+class KvTransferOut(BaseModel):
+    """The KV cache's trip from a prefill replica to a decode replica."""
+
+    link: KvLink
+    link_gb_s: float = Field(description="Per GPU, per direction (Accelerator links).")
+    bytes_per_gpu: float = Field(description="Mean over requests: each GPU's KV shard.")
+    transfer_ms: PercentilesOut = Field(description="One request's send, queue excluded.")
+    link_wait_ms: PercentilesOut = Field(description="Waiting for the replica's link to free.")
+    utilization: float = Field(description="Share of time a prefill replica's link sends.")
+    capacity_requests_per_s: float
+
+
+class DisaggregationOut(BaseModel):
+    """How the group's pools and link are loaded, and which saturates first."""
+
+    prefill_replicas: int
+    decode_replicas: int
+    gpus: int = Field(description="(prefill + decode replicas) × GPUs per replica.")
+    prefill: PoolOut
+    decode: PoolOut
+    kv_transfer: KvTransferOut
+    bottleneck: Literal["prefill", "decode", "kv_transfer"] = Field(
+        description="What saturates first: the least capacity."
+    )
+
+
+class PlanDisaggregationOut(BaseModel):
+    """The pool ratio a plan chose for a configuration, and the ratios it tried."""
+
+    prefill_replicas: int
+    decode_replicas: int
+    groups: int
+    tried: list[dict[str, int | float | str | None]] = Field(
+        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour."
+    )
 
 
 class GoodputOut(BaseModel):
@@ -239,6 +328,11 @@ class PlanTrafficOut(BaseModel):
         description="Fleet price over the tokens of requests_per_s (input + output)."
     )
     simulations: int
+    disaggregation: PlanDisaggregationOut | None = Field(
+        default=None,
+        description="With traffic.disaggregation: the winning ratio; replicas are groups × "
+        "(prefill + decode replicas).",
+    )
 
 
 class TrafficOut(BaseModel):
@@ -274,3 +368,8 @@ class TrafficOut(BaseModel):
     measured_requests: int
     peak_running_requests: int
     goodput: GoodputOut | None = None
+    disaggregation: DisaggregationOut | None = Field(
+        default=None,
+        description="With traffic.disaggregation: the pools; the percentiles are the group's, "
+        "utilization the mean over its replicas, saturation the group's.",
+    )

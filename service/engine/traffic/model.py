@@ -161,7 +161,8 @@ class GoodputResult:
     simulations: int
 
 
-def _stats(values: FloatArray) -> Percentiles:
+def percentiles_of(values: FloatArray) -> Percentiles:
+    """Return the mean and percentiles of the finite values (NaN when there are none)."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
@@ -317,7 +318,7 @@ class Replica:
         timeline = simulate(
             arrivals.tolist(), inputs, outputs, self.config, self.table, cached_tokens=cached
         )
-        return _summarise(rate, timeline, outputs)
+        return summarise(rate, timeline, outputs)
 
     def saturation(self, spec: TrafficSpec) -> float:
         """Return requests/s completed with a full queue (closed loop, more clients than slots).
@@ -516,16 +517,26 @@ def meets(result: TrafficResult, targets: Sequence[SloTarget]) -> bool:
     return True
 
 
-def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
+def measurement_window(timeline: Timeline) -> slice:
+    """Return the requests the statistics are over: the warm-up and the drain left out.
+
+    Warm-up: at least WARMUP_SHARE of the stream and every request that arrives within one
+    median end-to-end latency of the start (the batch is still filling), at most half of it;
+    drain: the last DRAIN_SHARE (no traffic after them).
+    """
+    n = timeline.arrival_s.size
+    arrival = timeline.arrival_s
+    settle = float(arrival[0] + np.median(timeline.finish_s - arrival))
+    start = max(int(n * WARMUP_SHARE), int(np.searchsorted(arrival, settle)))
+    return slice(min(start, n // 2), n - int(n * DRAIN_SHARE))
+
+
+def summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
+    """Return the stream's percentiles, throughput and load from its simulated timeline."""
     n = timeline.arrival_s.size
     arrival_all, finish_all = timeline.arrival_s, timeline.finish_s
-    # Warm-up: at least WARMUP_SHARE of the stream and every request that arrives within one
-    # median end-to-end latency of the start (the batch is still filling), at most half of it.
-    settle = float(arrival_all[0] + np.median(finish_all - arrival_all))
-    start = max(int(n * WARMUP_SHARE), int(np.searchsorted(arrival_all, settle)))
-    start = min(start, n // 2)
-    stop = n - int(n * DRAIN_SHARE)
-    window = slice(start, stop)
+    window = measurement_window(timeline)
+    start, stop = window.start, window.stop
     arrival = arrival_all[window]
     first = timeline.first_token_s[window]
     finish = finish_all[window]
@@ -552,10 +563,10 @@ def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traff
     total = float(np.nanmax(finish_all) - arrival_all[0])
     return TrafficResult(
         request_rate_per_s=rate,
-        ttft_ms=_stats(ttft),
-        tpot_ms=_stats(tpot),
-        e2e_latency_ms=_stats(e2e),
-        queue_wait_ms=_stats(queue),
+        ttft_ms=percentiles_of(ttft),
+        tpot_ms=percentiles_of(tpot),
+        e2e_latency_ms=percentiles_of(e2e),
+        queue_wait_ms=percentiles_of(queue),
         achieved_requests_per_s=achieved,
         arrived_requests_per_s=arrived,
         output_tokens_per_s=achieved * float(np.mean(outputs)),
