@@ -317,9 +317,13 @@ class GoodputOut(BaseModel):
 class PlanTrafficOut(BaseModel):
     """How a configuration's fleet was sized from the percentile targets."""
 
-    requests_per_s_per_replica: float = Field(description="Planned share, headroom included.")
+    requests_per_s_per_replica: float = Field(
+        description="Planned share, headroom included (per group with disaggregation)."
+    )
     headroom: float
-    capacity_requests_per_s: float = Field(description="Closed-loop capacity of one replica.")
+    capacity_requests_per_s: float = Field(
+        description="Closed-loop capacity of one replica (of one group with disaggregation)."
+    )
     scheduler: SchedulerOut
     ttft_ms: PercentilesOut
     tpot_ms: PercentilesOut
