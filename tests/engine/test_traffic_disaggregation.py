@@ -111,7 +111,8 @@ def test_lone_request_ttft_is_one_prefill_step_plus_the_transfer(replica: Replic
 def test_more_decode_replicas_lower_decode_load_proportionally(replica: Replica) -> None:
     """Hand calculation at 0.05 requests/s (requests rarely overlap): the pool decodes 200
     requests of 255 steps each, 200 · 255 · TPOT seconds, over the stream's span (last arrival
-    + one e2e latency), shared by Y replicas: Y = 1, 2, 4 give utilizations in the ratio
+    + one e2e latency): that busy share (the steady stretch the answer measures has the same
+    arrival rate within 5%), shared by Y replicas: Y = 1, 2, 4 give utilizations in the ratio
     4 : 2 : 1 (within 10%: rare overlaps share steps), the load factor λ ÷ (Y · capacity)."""
     spec = _spec(0.05, num_requests=200)
     runs = [PoolGroup(replica, Pools(1, y)).run_pools(spec) for y in (1, 2, 4)]

@@ -358,7 +358,10 @@ class TrafficOut(BaseModel):
     )
     achieved_requests_per_s: float
     output_tokens_per_s: float
-    utilization: float = Field(description="Share of time the replica runs steps.")
+    utilization: float = Field(
+        description="Share of the steady-state stretch (first to last measured arrival) the "
+        "replica runs steps: near 1 whenever requests overlap; load_factor is the load."
+    )
     saturation_requests_per_s: float = Field(
         description="Requests/s the replica completes with a full queue."
     )

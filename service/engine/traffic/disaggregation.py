@@ -48,8 +48,10 @@ from service.engine.traffic.model import (
     Replica,
     TrafficResult,
     TrafficSpec,
+    busy_share,
     measurement_window,
     percentiles_of,
+    steady_window_s,
     summarise,
 )
 from service.engine.traffic.scheduler import Timeline, simulate
@@ -99,7 +101,7 @@ class PoolLoad:
     """One pool: its replicas, busy share, offered load over its capacity, and its queue."""
 
     replicas: int
-    utilization: float  # share of the window each replica spends running steps (mean)
+    utilization: float  # share of the steady-state stretch each replica runs steps (mean)
     capacity_requests_per_s: float  # the pool's (all its replicas')
     load_factor: float  # request rate ÷ capacity
     queue_wait_ms: Percentiles  # arrival at the pool to its first step for the request
@@ -235,6 +237,8 @@ class PoolGroup:
         transfer = transfer_seconds(replica, pools, inputs)
         sends = transfer.tolist()
         busy_prefill = busy_decode = link_busy = 0.0
+        prefill_runs: list[Timeline] = []
+        decode_runs: list[Timeline] = []
         steps = peak = 0
         for p in range(x):
             idx = list(range(p, n, x))
@@ -251,6 +255,7 @@ class PoolGroup:
             admitted[idx] = timeline.admitted_s
             prefilled_at[idx] = timeline.first_token_s
             busy_prefill += timeline.busy_s
+            prefill_runs.append(timeline)
             steps += timeline.steps
             peak = max(peak, timeline.peak_running)
             free = -math.inf  # the replica's links: one transfer at a time, in finishing order
@@ -275,6 +280,7 @@ class PoolGroup:
             finish[idx] = timeline.finish_s
             decode_wait[idx] = timeline.admitted_s - ready[idx]
             busy_decode += timeline.busy_s
+            decode_runs.append(timeline)
             steps += timeline.steps
             peak = max(peak, timeline.peak_running)
         alone = np.isnan(finish)  # one output token: done when it reaches the client
@@ -289,11 +295,14 @@ class PoolGroup:
             peak_running=peak,
         )
         summary = summarise(rate, merged, outputs)
-        total = float(np.nanmax(finish) - arrival[0])
-        share = (lambda busy, k: min(busy / (k * total), 1.0)) if total > 0 else (lambda b, k: 0.0)
+        # Busy shares over the steady-state stretch (a replica dealt no request is idle).
+        start_s, stop_s = steady_window_s(merged)
+        busy_p = sum(busy_share(t, start_s, stop_s) for t in prefill_runs) / x
+        busy_d = sum(busy_share(t, start_s, stop_s) for t in decode_runs) / y
         summary = dataclasses.replace(
-            summary, utilization=share(busy_prefill + busy_decode, pools.replicas)
+            summary, utilization=(x * busy_p + y * busy_d) / pools.replicas
         )
+        total = float(np.nanmax(finish) - arrival[0])  # the whole stream: a fallback span
         cap_p, cap_d, cap_link = self.capacities(spec)
         saturation = min(cap_p, cap_d, cap_link)
         bottleneck = POOLS[int(np.argmin([cap_p, cap_d, cap_link]))]
@@ -304,14 +313,14 @@ class PoolGroup:
             traffic=summary,
             prefill=PoolLoad(
                 x,
-                share(busy_prefill, x),
+                busy_p,
                 cap_p,
                 rate / cap_p,
                 percentiles_of(((admitted - arrival) * 1e3)[window]),
             ),
             decode=PoolLoad(
                 y,
-                share(busy_decode, y),
+                busy_d,
                 cap_d,
                 rate / cap_d,
                 percentiles_of((decode_wait * 1e3)[window]),
@@ -321,8 +330,27 @@ class PoolGroup:
             kv_bytes_per_gpu=float(np.mean(shard.for_context(np.asarray(inputs, dtype=float)))),
             link_bytes_s=replica.accelerator.link_bytes_s(link_peers(replica, pools)),
             link_peers=link_peers(replica, pools),
-            link_utilization=share(link_busy, x),
+            link_utilization=_link_share(ready, transfer, x, start_s, stop_s, link_busy, total),
             link_capacity_requests_per_s=cap_link,
             saturation_requests_per_s=saturation,
             bottleneck=bottleneck,
         )
+
+
+def _link_share(
+    ready: FloatArray,
+    sends: FloatArray,
+    links: int,
+    start_s: float,
+    stop_s: float,
+    busy_s: float,
+    total_s: float,
+) -> float:
+    """Return the share of [start, stop] a prefill replica's link spends sending (mean).
+
+    Each send occupies [ready − t, ready]; a degenerate stretch falls back to the whole stream.
+    """
+    if not stop_s > start_s:
+        return min(busy_s / (links * total_s), 1.0) if total_s > 0 else 0.0
+    overlap = np.clip(np.minimum(ready, stop_s) - np.maximum(ready - sends, start_s), 0.0, None)
+    return min(float(overlap.sum()) / (links * (stop_s - start_s)), 1.0)

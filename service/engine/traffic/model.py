@@ -131,7 +131,7 @@ class TrafficResult:
     achieved_requests_per_s: float
     arrived_requests_per_s: float  # the stream's own rate over the same window (sampled)
     output_tokens_per_s: float
-    utilization: float  # share of the window the replica spends running steps
+    utilization: float  # share of the steady-state window the replica spends running steps
     simulated_requests: int
     measured_requests: int
     peak_running_requests: int
@@ -531,6 +531,38 @@ def measurement_window(timeline: Timeline) -> slice:
     return slice(min(start, n // 2), n - int(n * DRAIN_SHARE))
 
 
+def steady_window_s(timeline: Timeline) -> tuple[float, float]:
+    """Return the steady-state stretch: from the first to the last measured arrival."""
+    window = measurement_window(timeline)
+    return (
+        float(timeline.arrival_s[window.start]),
+        float(timeline.arrival_s[max(window.stop - 1, window.start)]),
+    )
+
+
+def busy_share(timeline: Timeline, start_s: float, stop_s: float) -> float:
+    """Return the share of [start, stop] in which the replica runs steps.
+
+    1 − (idle stretches within it) ÷ its length, idle including any time after the last
+    finish. A continuous-batching replica runs steps whenever any request is in flight, so
+    this is P(at least one request present): ρ for one request at a time (M/D/1), close to 1
+    once the mean concurrency is several requests, whatever the load factor.
+    """
+    if not stop_s > start_s:
+        total = float(np.nanmax(timeline.finish_s) - timeline.arrival_s[0])
+        return min(timeline.busy_s / total, 1.0) if total > 0 else 0.0
+    idle = 0.0
+    for begin, end in timeline.idle_s:
+        if end <= start_s:
+            continue
+        if begin >= stop_s:
+            break
+        idle += min(end, stop_s) - max(begin, start_s)
+    last = float(np.nanmax(timeline.finish_s))
+    idle += max(stop_s - max(last, start_s), 0.0)
+    return min(max(1.0 - idle / (stop_s - start_s), 0.0), 1.0)
+
+
 def summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
     """Return the stream's percentiles, throughput and load from its simulated timeline."""
     n = timeline.arrival_s.size
@@ -560,7 +592,6 @@ def summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traffi
         low, high = np.percentile(finish, [5.0, 95.0]).tolist()
         achieved = 0.9 * (stop - start) / (high - low) if high > low else rate
         arrived = rate
-    total = float(np.nanmax(finish_all) - arrival_all[0])
     return TrafficResult(
         request_rate_per_s=rate,
         ttft_ms=percentiles_of(ttft),
@@ -570,7 +601,7 @@ def summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traffi
         achieved_requests_per_s=achieved,
         arrived_requests_per_s=arrived,
         output_tokens_per_s=achieved * float(np.mean(outputs)),
-        utilization=min(timeline.busy_s / total, 1.0) if total > 0 else 0.0,
+        utilization=busy_share(timeline, *steady_window_s(timeline)),
         simulated_requests=n,
         measured_requests=stop - start,
         peak_running_requests=timeline.peak_running,

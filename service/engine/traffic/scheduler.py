@@ -100,6 +100,8 @@ class Timeline:
     busy_s: float  # total time the replica spent running steps
     steps: int
     peak_running: int
+    # (from, to) of each stretch with no step running before the last finish, in time order.
+    idle_s: tuple[tuple[float, float], ...] = ()
 
 
 def simulate(
@@ -193,6 +195,7 @@ def simulate(
     counter = 0  # decode steps so far; each advances every decoding request by one token
     now = busy = 0.0
     steps = done = peak = 0
+    idle: list[tuple[float, float]] = []
 
     def finish_request(r: int, at: float) -> None:
         nonlocal running, kv_free, done, next_new
@@ -304,7 +307,9 @@ def simulate(
             continue
         if not pending:  # pragma: no cover - requests that can never run are rejected above
             raise EngineError("scheduler stalled")
-        now = max(now, arrival[pending[0]])
+        if arrival[pending[0]] > now:
+            idle.append((now, arrival[pending[0]]))
+            now = arrival[pending[0]]
     return Timeline(
         arrival_s=np.asarray(arrival, dtype=np.float64),
         admitted_s=np.asarray(admitted, dtype=np.float64),
@@ -313,6 +318,7 @@ def simulate(
         busy_s=busy,
         steps=steps,
         peak_running=peak,
+        idle_s=tuple(idle),
     )
 
 
