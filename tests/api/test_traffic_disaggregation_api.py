@@ -76,6 +76,26 @@ def test_network_link_is_slower_than_nvlink(client: TestClient) -> None:
     )
 
 
+def test_an_overloaded_group_says_which_pool_saturates(client: TestClient) -> None:
+    """150 requests/s of 1,024/128 on 1P1D: the answer's own capacities put the prefill pool
+    (about 53 prompts/s on one H100) below the rate, so the group is saturated by a factor
+    150 ÷ its least capacity, and the message names the pool."""
+    response = post(
+        client,
+        body(
+            request_rate_per_s=150.0, disaggregation={"prefill_replicas": 1, "decode_replicas": 1}
+        ),
+    )
+    assert response.status_code == 200, response.text
+    traffic = response.json()["traffic"]
+    dis = traffic["disaggregation"]
+    assert dis["bottleneck"] == "prefill"
+    assert traffic["saturated"] is True
+    least = dis["prefill"]["capacity_requests_per_s"]
+    assert traffic["overload_factor"] == pytest.approx(150.0 / least)
+    assert "1P1D" in traffic["message"] and "prefill saturates first" in traffic["message"]
+
+
 @pytest.mark.parametrize(
     ("pools", "field"),
     [

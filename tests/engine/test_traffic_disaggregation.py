@@ -19,6 +19,7 @@ from service.engine.traffic.disaggregation import (
     Pools,
     decode_capacity,
     link_peers,
+    prefill_capacity,
     transfer_seconds,
 )
 from service.engine.traffic.lengths import LengthDistribution
@@ -137,6 +138,22 @@ def test_decode_capacity_is_full_slots_over_their_steps(replica: Replica) -> Non
     slots = min(config.max_running, int(config.kv_capacity_tokens // 1280))
     step = replica.table.decode_s(slots, slots * 1152.0)
     assert decode_capacity(replica, spec) == pytest.approx(slots / (255 * step), rel=1e-12)
+
+
+def test_prefill_capacity_is_full_steps_of_prompts(replica: Replica) -> None:
+    """Hand calculation: 1,024-token prompts fill an 8,192-token step eight at a time, so one
+    prefill replica completes 8 / t(step of eight 1,024-token pieces) prompts per second; with
+    half of each prompt cached, ⌊8,192 / 512⌋ = 16 pieces of 512 new tokens after 512 cached
+    ones share a step."""
+    spec = _spec(1.0)
+    eight = replica.table.step_s(0, 0.0, [(1024.0, 0.0)] * 8)
+    assert prefill_capacity(replica, spec) == pytest.approx(8 / eight, rel=1e-12)
+    cached = dataclasses.replace(spec, prefix_cache_hit_rate=0.5)
+    sixteen = replica.table.step_s(0, 0.0, [(512.0, 512.0)] * 16)
+    assert prefill_capacity(replica, cached) == pytest.approx(16 / sixteen, rel=1e-12)
+    assert PoolGroup(replica, Pools(3, 1)).capacities(spec)[0] == pytest.approx(
+        3 * 8 / eight, rel=1e-12
+    )
 
 
 def test_the_pool_that_saturates_first_is_named(replica: Replica) -> None:

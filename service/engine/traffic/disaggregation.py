@@ -153,22 +153,23 @@ def transfer_seconds(replica: Replica, pools: Pools, prompt_tokens: Sequence[int
 def prefill_capacity(replica: Replica, spec: TrafficSpec) -> float:
     """Return prompts/s one prefill replica completes with a full queue, at the mean prompt.
 
-    Prompts of S new tokens (the mean less the cached share) fill steps of B tokens: below B,
-    ⌊B/S⌋ prompts share a step (one piece each, nothing before them); from B up, a prompt
-    takes ⌈S/B⌉ chunks, chunk j after j·B tokens. Either way: prompts per step-second.
+    Prompts of S new tokens (the mean less the cached share C) fill steps of B tokens: below
+    B, ⌊B/S⌋ prompts share a step (one piece each, after C cached tokens); from B up, a prompt
+    takes ⌈S/B⌉ chunks, chunk j after C + j·B tokens. Either way: prompts per step-second.
     """
     budget = replica.config.max_num_batched_tokens
     mean = spec.input_tokens.mean
     cached = min(round(spec.prefix_cache_hit_rate * mean), math.ceil(mean) - 1)
     new = max(round(mean) - max(cached, 0), 1)
     table = replica.table
+    before = float(max(cached, 0))
     if new < budget:
         per_step = budget // new
-        return per_step / table.step_s(0, 0.0, [(float(new), 0.0)] * per_step)
+        return per_step / table.step_s(0, 0.0, [(float(new), before)] * per_step)
     seconds, done = 0.0, 0
     while done < new:
         take = min(budget, new - done)
-        seconds += table.step_s(0, 0.0, [(float(take), float(done + cached))])
+        seconds += table.step_s(0, 0.0, [(float(take), done + before)])
         done += take
     return 1.0 / seconds
 
