@@ -348,6 +348,11 @@ class PlanningService:
         answer = self._answer(question, preset, result, notes)
         if spec.percentile_slo:
             size_by_traffic(answer, result, question, spec)
+        elif spec.traffic is not None and spec.traffic.disaggregation:
+            answer["notes"].append(
+                "traffic.disaggregation sizes fleets for percentile targets (slo.*_p50/p90/"
+                "p99_max); none were given, so configurations are single replicas"
+            )
         return answer
 
     @staticmethod

@@ -208,3 +208,30 @@ def test_plan_bad_ratios_are_422s(client: TestClient, bad: Any) -> None:
     response = plan(client, disaggregation=bad)
     assert response.status_code == 422
     assert any(e["field"].startswith("traffic.disaggregation") for e in response.json()["errors"])
+
+
+def test_plan_without_percentile_targets_notes_the_unused_pools(client: TestClient) -> None:
+    response = client.post(
+        "/v1/plans",
+        json={
+            "models": ["llama-3.1-8b"],
+            "accelerators": ["h100-sxm"],
+            "input_tokens": 1024,
+            "output_tokens": 128,
+            "calibration": "none",
+            "slo": {"ttft_ms_max": 1000.0},
+            "precisions": [{"weights": "bf16"}],
+            "max_gpus_per_replica": 1,
+            "traffic": {"disaggregation": "search"},
+        },
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert all(row["traffic"] is None for row in answer["configurations"])
+    assert any("traffic.disaggregation sizes fleets" in note for note in answer["notes"])
+
+
+def test_the_schema_states_that_pools_take_no_slo(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["TrafficIn"]
+    assert schema["if"]["required"] == ["disaggregation"]
+    assert schema["then"] == {"properties": {"slo": {"type": "null"}}}

@@ -185,8 +185,18 @@ class DisaggregationIn(BaseModel):
     )
 
 
+# The goodput search bisects one replica's rate: disaggregated pools take no slo
+# (services/traffic.py refuses the pair with a 422 naming traffic.disaggregation).
+DISAGGREGATION_RULE: JsonDict = {
+    "if": {"required": ["disaggregation"], "properties": {"disaggregation": {"type": "object"}}},
+    "then": {"properties": {"slo": {"type": "null"}}},
+}
+
+
 class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=DISAGGREGATION_RULE)
 
     request_rate_per_s: Rate
     num_requests: SimulatedRequests = Field(
