@@ -118,7 +118,7 @@ def test_more_decode_replicas_lower_decode_load_proportionally(replica: Replica)
     spec = _spec(0.05, num_requests=200)
     runs = [PoolGroup(replica, Pools(1, y)).run_pools(spec) for y in (1, 2, 4)]
     one = runs[0]
-    unit, _, _ = replica._stream(spec)
+    unit, _, _ = replica.stream(spec)
     span_s = float(unit[-1]) / 0.05 + one.traffic.e2e_latency_ms.mean / 1e3
     expected = 200 * 255 * one.traffic.tpot_ms.mean / 1e3 / span_s
     assert one.decode.utilization == pytest.approx(expected, rel=0.05)
@@ -194,3 +194,19 @@ def test_prefix_cache_hits_shorten_the_prefill_not_the_transfer(replica: Replica
     half = replica.table.step_s(0, 0.0, [(512.0, 512.0)]) * 1e3
     assert warm.traffic.ttft_ms.p50 == pytest.approx(half + warm.transfer_ms.mean, rel=1e-6)
     assert np.isfinite(warm.traffic.tpot_ms.p50)
+
+
+def test_decode_only_steps_keep_prompts_out_of_the_tpot(replica: Replica) -> None:
+    """At 20 requests/s of 1,024/256 (about 0.4 of either pool's capacity), a colocated
+    replica's decode steps carry prompt chunks (decode-first fills the B − R tokens left), so
+    its TPOT is about twice the lone request's (over 1.8×); the 1P1D group's decode steps
+    hold no prompt, so its TPOT stays within 50% of the lone one (batching alone: 1.33×), while its
+    TTFT is a prefill step and the transfer plus a short queue."""
+    spec = _spec(20.0, num_requests=300)
+    lone = PoolGroup(replica, Pools(1, 1)).run_pools(_spec(0.01, num_requests=20))
+    group = PoolGroup(replica, Pools(1, 1)).run_pools(spec)
+    colocated = replica.run(spec)
+    assert colocated.tpot_ms.p50 > 1.8 * lone.traffic.tpot_ms.p50
+    assert group.traffic.tpot_ms.p50 < 1.5 * lone.traffic.tpot_ms.p50
+    assert group.traffic.tpot_ms.p50 < colocated.tpot_ms.p50
+    assert group.traffic.ttft_ms.p50 < colocated.ttft_ms.p50

@@ -222,7 +222,7 @@ class PoolGroup:
         """Simulate the stream through prefill pool, links and decode pool."""
         spec.validate()
         replica, pools = self.replica, self.pools
-        unit, inputs, outputs = replica._stream(spec)
+        unit, inputs, outputs = replica.stream(spec)
         cached = replica.cached_tokens(spec, inputs)
         rate = spec.request_rate_per_s
         arrival = unit / rate

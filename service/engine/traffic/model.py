@@ -289,7 +289,7 @@ class Replica:
             return None
         return [min(round(h * i), i - 1) for i in inputs]
 
-    def _stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
+    def stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
         """Return unit-rate arrival times and the sampled lengths (seeded, rate-independent)."""
         rng = np.random.default_rng(spec.seed)
         n = spec.num_requests
@@ -302,7 +302,7 @@ class Replica:
     def run(self, spec: TrafficSpec) -> TrafficResult:
         """Simulate the stream at ``spec.request_rate_per_s``."""
         spec.validate()
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         cached = self.cached_tokens(spec, inputs)
         return self._run_at(spec.request_rate_per_s, unit, inputs, outputs, cached)
 
@@ -329,7 +329,7 @@ class Replica:
         the last (when the loop runs out of requests and drains).
         """
         spec.validate()
-        _, inputs, outputs = self._stream(spec)
+        _, inputs, outputs = self.stream(spec)
         config = self.config
         mean_need = float(np.mean(inputs) + np.mean(outputs))
         slots = min(config.max_running, max(int(config.kv_capacity_tokens // mean_need), 1))
@@ -381,7 +381,7 @@ class Replica:
         if not targets:
             raise EngineError("slo needs at least one target")
         capacity = self.capacity(spec)
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         cached = self.cached_tokens(spec, inputs)
         runs = 0
 
@@ -432,7 +432,7 @@ class Replica:
         ceiling = self.saturation(spec)
         if rate <= ceiling:
             return GoodputResult(rate, capacity, limited, result, runs)
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         at = self._run_at(ceiling, unit, inputs, outputs, self.cached_tokens(spec, inputs))
         return GoodputResult(ceiling, capacity, "saturation", at, runs + 1)
 
