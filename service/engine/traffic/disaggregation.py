@@ -7,8 +7,9 @@ SGLang PD disaggregation, docs/advanced_features/pd_disaggregation.md):
 1. **Prefill pool.** Arrivals are dealt round-robin to the X prefill replicas (request i to
    replica i mod X, as a proxy cycling through its prefill instances), each with its own FCFS
    queue. A prefill replica runs prompts only: the same step loop (``scheduler.simulate``)
-   with every request's output cut to the one token its last prefill step makes (vLLM's proxy
-   sends the prefill instance ``max_tokens=1``), so its steps are prefill only and a request
+   with every request's output cut to the one token its last prefill step makes (vLLM runs the
+   prefill instance with ``max_tokens=1``, examples/offline_inference/disaggregated_prefill.py),
+   so its steps are prefill only and a request
    leaves, freeing its KV, when its prompt is done.
 2. **KV transfer.** The prompt's KV cache moves to a decode replica: each GPU sends its shard,
    KV bytes per token per GPU (``memory.kv_cache_bytes_per_token``) × prompt tokens, as one
@@ -21,10 +22,11 @@ SGLang PD disaggregation, docs/advanced_features/pd_disaggregation.md):
    limit and the running cap, puts a request straight into decoding), decode-only steps.
 
 The client's first token is the one the prefill step made; it is streamed by the decode side
-once the KV (and that token, sent with it) has arrived (SGLang: the client talks to the
-decode server, which streams tokens after the KV transfer completes; vLLM's proxy streams the
-decode instance's answer after the prefill request returns). So TTFT = prefill queue + prefill
-steps + transfer, and the wait for a decode slot and the decode steps make up TPOT.
+once the KV (and that token, sent with it) has arrived (SGLang: the decode server holds the
+client's request and streams tokens after the KV transfer completes, NVIDIA Dynamo's "SGLang
+Disaggregated KV Transfer Flow"; vLLM's proxy streams the decode instance's answer after the
+prefill request returns). So TTFT = prefill queue + prefill steps + link wait + transfer, and
+the wait for a decode step (and slot) and the decode steps make up TPOT.
 
 Not modelled: the prefill replica holding the KV until it is read, decode-side
 pre-allocation before the prefill starts (SGLang), layer-wise transfer overlapping the
