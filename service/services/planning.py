@@ -34,7 +34,9 @@ from service.engine.planning import (
 from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
 from service.engine.traffic.backends import scheduler_defaults
-from service.engine.traffic.fleet import fewest_replicas_bound, size_fleet
+from service.engine.traffic.disaggregation import PoolGroup
+from service.engine.traffic.fleet import FleetSize, fewest_replicas_bound, size_fleet
+from service.engine.traffic.model import Replica, SloTarget, TrafficSpec
 from service.engine.workloads import WORKLOADS, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
@@ -45,6 +47,7 @@ from service.services.traffic import (
     TrafficRequest,
     capacity,
     percentiles_dict,
+    pools_of,
     replica_for,
     scheduler_dict,
     traffic_spec,
@@ -345,6 +348,11 @@ class PlanningService:
         answer = self._answer(question, preset, result, notes)
         if spec.percentile_slo:
             size_by_traffic(answer, result, question, spec)
+        elif spec.traffic is not None and spec.traffic.disaggregation:
+            answer["notes"].append(
+                "traffic.disaggregation sizes fleets for percentile targets (slo.*_p50/p90/"
+                "p99_max); none were given, so configurations are single replicas"
+            )
         return answer
 
     @staticmethod
@@ -411,14 +419,18 @@ def size_by_traffic(
             input_tokens=question.input_tokens,
             output_tokens=question.output_tokens,
         )
-        try:
-            cap = capacity(deployment, stream)
-        except EngineError:
-            continue
-        fewest = fewest_replicas_bound(rate, spec.headroom, cap)
         price = c.usd_per_gpu_hour
+        try:
+            if request.disaggregation:
+                replica, _ = replica_for(deployment, stream)
+                cap, replicas_bound = _group_bound(replica, stream, request, rate, spec.headroom)
+            else:
+                cap = capacity(deployment, stream)
+                replicas_bound = fewest_replicas_bound(rate, spec.headroom, cap)
+        except (EngineError, FieldError):
+            continue
         per_replica = cfg.gpus_per_replica * (price if price is not None else math.inf)
-        bound = fewest * per_replica if price is not None else math.inf
+        bound = replicas_bound * per_replica if price is not None else math.inf
         bounds.append((bound, index, deployment, (stream, targets, source), cap))
     bounds.sort(key=lambda b: (b[0], b[1]))
     sized: list[tuple[float, int, dict[str, Any]]] = []
@@ -429,16 +441,23 @@ def size_by_traffic(
         if len(sized) >= MAX_SIZED_CONFIGURATIONS and bound > sized[-1][0]:
             rejected.append(_outranked(row, bound, sized[-1][0]))
             continue
+        chosen: dict[str, Any] | None = None
+        group_replicas = 1
         try:
             replica, _ = replica_for(deployment, stream)
-            fleet = size_fleet(
-                replica,
-                stream,
-                targets,
-                total_per_s=rate,
-                headroom=spec.headroom,
-                capacity_per_s=cap,
-            )
+            if request.disaggregation:
+                fleet, chosen, group_replicas, cap = _size_groups(
+                    replica, stream, targets, request, rate, spec.headroom, row
+                )
+            else:
+                fleet = size_fleet(
+                    replica,
+                    stream,
+                    targets,
+                    total_per_s=rate,
+                    headroom=spec.headroom,
+                    capacity_per_s=cap,
+                )
         except (EngineError, FieldError) as exc:
             rejected.append(_traffic_rejection(row, "misses_slo", str(exc)))
             continue
@@ -455,7 +474,7 @@ def size_by_traffic(
         tokens_per_request = stream.input_tokens.mean + stream.output_tokens.mean
         price = row["usd_per_gpu_hour"]
         # At least dp replicas: more than the sizing needs only lowers each one's load.
-        replicas = max(fleet.replicas, spec.dp)
+        replicas = max(fleet.replicas * group_replicas, spec.dp)
         gpus = replicas * row["gpus_per_replica"]
         fleet_usd = gpus * price if price is not None else None
         at = fleet.result
@@ -477,6 +496,7 @@ def size_by_traffic(
                     else None
                 ),
                 "simulations": fleet.simulations,
+                "disaggregation": chosen,
             },
         )
         cost = fleet_usd if fleet_usd is not None else math.inf
@@ -491,6 +511,76 @@ def size_by_traffic(
         f"or-given traffic at {rate:g} requests/s with {spec.headroom:g} headroom, ranked by "
         "fleet cost (GPUs where unpriced)"
     )
+    if request.disaggregation:
+        names = ", ".join(f"{x}P{y}D" for x, y, _ in request.disaggregation)
+        answer["notes"].append(
+            "disaggregated pools: each configuration sized as groups of prefill + decode "
+            f"replicas for the ratios {names}; its traffic.disaggregation says which ratio won "
+            "(the cheapest fleet)"
+        )
+
+
+def _group_bound(
+    replica: Replica, stream: TrafficSpec, request: TrafficRequest, rate: float, headroom: float
+) -> tuple[float, float]:
+    """Return the best group capacity and the fewest replicas any ratio could need (bound)."""
+    best_cap, fewest = 0.0, math.inf
+    for ratio in request.disaggregation:
+        pools = pools_of(ratio)
+        cap = PoolGroup(replica, pools).capacity(stream)
+        best_cap = max(best_cap, cap)
+        fewest = min(fewest, fewest_replicas_bound(rate, headroom, cap) * pools.replicas)
+    return best_cap, fewest
+
+
+def _size_groups(
+    replica: Replica,
+    stream: TrafficSpec,
+    targets: Sequence[SloTarget],
+    request: TrafficRequest,
+    rate: float,
+    headroom: float,
+    row: dict[str, Any],
+) -> tuple[FleetSize, dict[str, Any] | None, int, float]:
+    """Size the fleet as groups for each ratio; return the cheapest (GPUs where unpriced).
+
+    Returns the winner's sizing, the ``disaggregation`` part of the answer, replicas per group
+    and the group's capacity; a sizing with ``replicas`` None when no ratio meets the targets.
+    """
+    price = row["usd_per_gpu_hour"]
+    tried: list[dict[str, Any]] = []
+    best: tuple[float, int, FleetSize, Any, float] | None = None
+    last: FleetSize | None = None
+    for ratio in request.disaggregation:
+        pools = pools_of(ratio)
+        group = PoolGroup(replica, pools)
+        cap = group.capacity(stream)
+        fleet = size_fleet(
+            group, stream, targets, total_per_s=rate, headroom=headroom, capacity_per_s=cap
+        )
+        last = fleet
+        gpus = None if fleet.replicas is None else fleet.replicas * pools.replicas
+        gpus = None if gpus is None else gpus * row["gpus_per_replica"]
+        usd = gpus * price if gpus is not None and price is not None else None
+        tried.append(
+            {"ratio": pools.name, "groups": fleet.replicas, "gpus": gpus, "usd_per_hour": usd}
+        )
+        if gpus is None:
+            continue
+        key = (usd if usd is not None else math.inf, gpus)
+        if best is None or key < (best[0], best[1]):
+            best = (key[0], gpus, fleet, pools, cap)
+    if best is None:
+        assert last is not None
+        return last, None, 1, 0.0
+    _, _, fleet, pools, cap = best
+    chosen = {
+        "prefill_replicas": pools.prefill_replicas,
+        "decode_replicas": pools.decode_replicas,
+        "groups": fleet.replicas,
+        "tried": tried,
+    }
+    return fleet, chosen, pools.replicas, cap
 
 
 def _outranked(row: dict[str, Any], bound: float, tenth: float) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
 from service.engine.traffic.backends import scheduler_defaults
+from service.engine.traffic.disaggregation import DisaggregatedResult, PoolGroup, Pools
 from service.engine.traffic.lengths import LengthDistribution, LengthError
 from service.engine.traffic.model import (
     GoodputResult,
@@ -71,6 +72,9 @@ class TrafficRequest:
     acceptance_rate: float = 0.0
     drafter: str = "generic"  # speculative.DRAFTERS
     slo: tuple[tuple[str, float], ...] = field(default=())
+    # Disaggregated pools: (prefill replicas, decode replicas, kv_link) — one for an estimate,
+    # the ratios to try for a plan (``disaggregation.SEARCH_RATIOS`` for "search").
+    disaggregation: tuple[tuple[int, int, str], ...] = ()
 
 
 def length_distribution(value: int | LengthRequest, name: str) -> LengthDistribution:
@@ -173,6 +177,7 @@ class Prepared:
     replica: Replica
     defaults_from: str
     replica_key: tuple[Any, ...]
+    pools: Pools | None = None
 
 
 def traffic_spec(
@@ -303,8 +308,30 @@ def prepare(
     spec, targets, source = traffic_spec(
         deployment, request, input_tokens=input_tokens, output_tokens=output_tokens
     )
+    pools = None
+    if request.disaggregation:
+        if targets:
+            raise FieldError(
+                "traffic.disaggregation",
+                "not with traffic.slo: the goodput search bisects one replica's rate; size "
+                "groups of pools for percentile targets with POST /v1/plans "
+                "(traffic.disaggregation there)",
+            )
+        if len(request.disaggregation) != 1:
+            raise FieldError("traffic.disaggregation", "an estimate takes one pool ratio")
+        pools = pools_of(request.disaggregation[0])
     replica, key = replica_for(deployment, spec)
-    return Prepared(spec, targets, replica, source, key)
+    return Prepared(spec, targets, replica, source, key, pools)
+
+
+def pools_of(ratio: tuple[int, int, str]) -> Pools:
+    """Return validated pools (FieldError naming traffic.disaggregation)."""
+    pools = Pools(*ratio)
+    try:
+        pools.validate()
+    except EngineError as exc:
+        raise FieldError("traffic.disaggregation", str(exc)) from exc
+    return pools
 
 
 def saturation(prepared: Prepared) -> float:
@@ -362,19 +389,64 @@ def scheduler_dict(replica: Replica, defaults_from: str) -> dict[str, Any]:
     }
 
 
+def disaggregation_dict(found: DisaggregatedResult, gpus_per_replica: int) -> dict[str, Any]:
+    """Return the pools' part of a disaggregated traffic answer."""
+
+    def pool(p: Any) -> dict[str, Any]:
+        return {
+            "replicas": p.replicas,
+            "utilization": p.utilization,
+            "capacity_requests_per_s": p.capacity_requests_per_s,
+            "load_factor": p.load_factor,
+            "queue_wait_ms": percentiles_dict(p.queue_wait_ms),
+        }
+
+    pools = found.pools
+    return {
+        "prefill_replicas": pools.prefill_replicas,
+        "decode_replicas": pools.decode_replicas,
+        "gpus": pools.replicas * gpus_per_replica,
+        "prefill": pool(found.prefill),
+        "decode": pool(found.decode),
+        "kv_transfer": {
+            "link": pools.kv_link,
+            "link_gb_s": found.link_bytes_s / 1e9,
+            "bytes_per_gpu": found.kv_bytes_per_gpu,
+            "transfer_ms": percentiles_dict(found.transfer_ms),
+            "link_wait_ms": percentiles_dict(found.transfer_wait_ms),
+            "utilization": found.link_utilization,
+            "capacity_requests_per_s": found.link_capacity_requests_per_s,
+        },
+        "bottleneck": found.bottleneck,
+    }
+
+
 def run_traffic(prepared: Prepared) -> dict[str, Any]:
     """Simulate the stream (and the goodput search when targets are given): the JSON answer."""
     spec, replica = prepared.spec, prepared.replica
+    pools: DisaggregatedResult | None = None
     try:
-        result: TrafficResult = replica.run(spec)
-        rate_max = saturation(prepared)
+        if prepared.pools is not None:
+            pools = PoolGroup(replica, prepared.pools).run_pools(spec)
+            result: TrafficResult = pools.traffic
+            rate_max = pools.saturation_requests_per_s
+        else:
+            result = replica.run(spec)
+            rate_max = saturation(prepared)
         found = replica.goodput(spec, prepared.targets) if prepared.targets else None
     except EngineError as exc:
         raise FieldError("traffic", str(exc)) from exc
     load = spec.request_rate_per_s / rate_max
     saturated = load > 1.0
     message = None
-    if saturated:
+    if saturated and pools is not None:
+        message = (
+            f"the {pools.pools.name} group cannot keep up: {spec.request_rate_per_s:g} "
+            f"requests/s offered, about {rate_max:.3g} sustainable ({load:.2f}× its capacity, "
+            f"{pools.bottleneck} saturates first); queues and latencies grow without bound, and "
+            "the percentiles shown depend on the simulated stream's length"
+        )
+    elif saturated:
         message = (
             f"the replica cannot keep up: {spec.request_rate_per_s:g} requests/s offered, "
             f"about {rate_max:.3g} sustainable ({load:.2f}× its capacity); queues and latencies "
@@ -407,6 +479,9 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
         "measured_requests": result.measured_requests,
         "peak_running_requests": result.peak_running_requests,
         "goodput": goodput_dict(found, prepared.targets) if found else None,
+        "disaggregation": (
+            disaggregation_dict(pools, replica.parallelism.gpus_per_replica) if pools else None
+        ),
     }
 
 

@@ -161,6 +161,17 @@ def traffic_request(traffic: TrafficIn | None) -> TrafficRequest | None:
         request_rate_per_s=traffic.request_rate_per_s,
         num_requests=traffic.num_requests,
         slo=slo_pairs(traffic.slo.model_dump()) if traffic.slo is not None else (),
+        disaggregation=(
+            (
+                (
+                    traffic.disaggregation.prefill_replicas,
+                    traffic.disaggregation.decode_replicas,
+                    traffic.disaggregation.kv_link,
+                ),
+            )
+            if traffic.disaggregation is not None
+            else ()
+        ),
         **stream_fields(traffic),
     )
 

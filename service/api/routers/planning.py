@@ -13,6 +13,7 @@ from service.api.routers.analysis import ERROR_RESPONSES, json_within_budget, st
 from service.api.schemas.planning import PlanRequest, PlanResponse, WorkloadList
 from service.api.schemas.traffic import PlanTrafficIn
 from service.engine.precision import Precision
+from service.engine.traffic.disaggregation import SEARCH_RATIOS
 from service.services.planning import PlanningService, PlanSpec, list_workloads
 from service.services.traffic import TrafficRequest, slo_pairs
 
@@ -85,8 +86,16 @@ def plan_traffic(traffic: PlanTrafficIn | None, rate: float | None) -> TrafficRe
     """Translate a plan's traffic object (its rate is the plan's requests_per_s)."""
     if traffic is None:
         return None
+    ratios = traffic.disaggregation
+    if ratios == "search":
+        pools = tuple((x, y, "auto") for x, y in SEARCH_RATIOS)
+    else:
+        pools = tuple((r.prefill_replicas, r.decode_replicas, r.kv_link) for r in ratios or [])
     return TrafficRequest(
-        request_rate_per_s=rate or 1.0, num_requests=traffic.num_requests, **stream_fields(traffic)
+        request_rate_per_s=rate or 1.0,
+        num_requests=traffic.num_requests,
+        disaggregation=pools,
+        **stream_fields(traffic),
     )
 
 

@@ -161,8 +161,42 @@ class StreamIn(BaseModel):
     )
 
 
+MAX_PLAN_RATIOS = 12
+PoolReplicas = Annotated[int, Field(ge=1, le=16, strict=True), JSON_INTEGER]
+KvLink = Literal["auto", "scale_up", "scale_out"]
+
+
+class DisaggregationIn(BaseModel):
+    """Disaggregated prefill and decode pools (xPyD) of the estimate's layout (docs/traffic.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefill_replicas: PoolReplicas = Field(
+        description="Replicas that run prompts only (prefill-only steps), each its own queue."
+    )
+    decode_replicas: PoolReplicas = Field(
+        description="Replicas that decode only, after the prompt's KV cache is transferred."
+    )
+    kv_link: KvLink = Field(
+        default="auto",
+        description="Where the KV travels: auto (the group's GPUs together: the scale-up link "
+        "when they fit its domain, else the host link in a node, else the network), scale_up "
+        "(NVLink/xGMI) or scale_out (the inter-node network per GPU).",
+    )
+
+
+# The goodput search bisects one replica's rate: disaggregated pools take no slo
+# (services/traffic.py refuses the pair with a 422 naming traffic.disaggregation).
+DISAGGREGATION_RULE: JsonDict = {
+    "if": {"required": ["disaggregation"], "properties": {"disaggregation": {"type": "object"}}},
+    "then": {"properties": {"slo": {"type": "null"}}},
+}
+
+
 class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=DISAGGREGATION_RULE)
 
     request_rate_per_s: Rate
     num_requests: SimulatedRequests = Field(
@@ -171,6 +205,12 @@ class TrafficIn(StreamIn):
     )
     slo: TrafficSloIn | None = Field(
         default=None, description="Percentile targets: the answer adds the goodput."
+    )
+    disaggregation: DisaggregationIn | None = Field(
+        default=None,
+        description="Serve the stream with prefill_replicas prefill-only and decode_replicas "
+        "decode-only replicas of this layout and a KV transfer between them (not with slo: "
+        "size groups for targets with POST /v1/plans).",
     )
 
 
@@ -189,6 +229,16 @@ class PlanTrafficIn(StreamIn):
         allow_inf_nan=False,
         strict=True,
         description="Targets must hold at (1 + headroom) × the planned per-replica rate.",
+    )
+    disaggregation: (
+        Literal["search"]
+        | Annotated[list[DisaggregationIn], Field(min_length=1, max_length=MAX_PLAN_RATIOS)]
+        | None
+    ) = Field(
+        default=None,
+        description='Size each configuration as groups of xPyD pools: "search" tries 1P1D, '
+        "1P2D, 2P1D, 1P3D, 3P1D, 2P3D, 3P2D, 1P4D and 4P1D; a list tries those given. The "
+        "cheapest fleet at the rate wins.",
     )
 
 
@@ -213,6 +263,55 @@ class SchedulerOut(BaseModel):
     defaults_from: str = Field(description="Where knobs left out took their values from.")
 
 
+class PoolOut(BaseModel):
+    """One pool of a disaggregated group."""
+
+    replicas: int
+    utilization: float = Field(description="Share of time each replica runs steps (mean).")
+    capacity_requests_per_s: float = Field(description="The pool's, with a full queue.")
+    load_factor: float = Field(description="request_rate_per_s ÷ capacity_requests_per_s.")
+    queue_wait_ms: PercentilesOut = Field(
+        description="Arrival at the pool to the request's first step there."
+    )
+
+
+class KvTransferOut(BaseModel):
+    """The KV cache's trip from a prefill replica to a decode replica."""
+
+    link: KvLink
+    link_gb_s: float = Field(description="Per GPU, per direction (Accelerator links).")
+    bytes_per_gpu: float = Field(description="Mean over requests: each GPU's KV shard.")
+    transfer_ms: PercentilesOut = Field(description="One request's send, queue excluded.")
+    link_wait_ms: PercentilesOut = Field(description="Waiting for the replica's link to free.")
+    utilization: float = Field(description="Share of time a prefill replica's link sends.")
+    capacity_requests_per_s: float
+
+
+class DisaggregationOut(BaseModel):
+    """How the group's pools and link are loaded, and which saturates first."""
+
+    prefill_replicas: int
+    decode_replicas: int
+    gpus: int = Field(description="(prefill + decode replicas) × GPUs per replica.")
+    prefill: PoolOut
+    decode: PoolOut
+    kv_transfer: KvTransferOut
+    bottleneck: Literal["prefill", "decode", "kv_transfer"] = Field(
+        description="What saturates first: the least capacity."
+    )
+
+
+class PlanDisaggregationOut(BaseModel):
+    """The pool ratio a plan chose for a configuration, and the ratios it tried."""
+
+    prefill_replicas: int
+    decode_replicas: int
+    groups: int
+    tried: list[dict[str, int | float | str | None]] = Field(
+        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour."
+    )
+
+
 class GoodputOut(BaseModel):
     """The largest request rate per replica meeting every target."""
 
@@ -228,9 +327,13 @@ class GoodputOut(BaseModel):
 class PlanTrafficOut(BaseModel):
     """How a configuration's fleet was sized from the percentile targets."""
 
-    requests_per_s_per_replica: float = Field(description="Planned share, headroom included.")
+    requests_per_s_per_replica: float = Field(
+        description="Planned share, headroom included (per group with disaggregation)."
+    )
     headroom: float
-    capacity_requests_per_s: float = Field(description="Closed-loop capacity of one replica.")
+    capacity_requests_per_s: float = Field(
+        description="Closed-loop capacity of one replica (of one group with disaggregation)."
+    )
     scheduler: SchedulerOut
     ttft_ms: PercentilesOut
     tpot_ms: PercentilesOut
@@ -239,6 +342,11 @@ class PlanTrafficOut(BaseModel):
         description="Fleet price over the tokens of requests_per_s (input + output)."
     )
     simulations: int
+    disaggregation: PlanDisaggregationOut | None = Field(
+        default=None,
+        description="With traffic.disaggregation: the winning ratio; replicas are groups × "
+        "(prefill + decode replicas).",
+    )
 
 
 class TrafficOut(BaseModel):
@@ -260,7 +368,10 @@ class TrafficOut(BaseModel):
     )
     achieved_requests_per_s: float
     output_tokens_per_s: float
-    utilization: float = Field(description="Share of time the replica runs steps.")
+    utilization: float = Field(
+        description="Share of the steady-state stretch (first to last measured arrival) the "
+        "replica runs steps: near 1 whenever requests overlap; load_factor is the load."
+    )
     saturation_requests_per_s: float = Field(
         description="Requests/s the replica completes with a full queue."
     )
@@ -274,3 +385,8 @@ class TrafficOut(BaseModel):
     measured_requests: int
     peak_running_requests: int
     goodput: GoodputOut | None = None
+    disaggregation: DisaggregationOut | None = Field(
+        default=None,
+        description="With traffic.disaggregation: the pools; the percentiles are the group's, "
+        "utilization the mean over its replicas, saturation the group's.",
+    )

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from service.engine.traffic.model import (
     GOODPUT_CEILING,
@@ -21,6 +22,15 @@ from service.engine.traffic.model import (
     TrafficSpec,
     meets,
 )
+
+
+class Runner(Protocol):
+    """What serves a stream: a replica, or a group of disaggregated pools."""
+
+    def run(self, spec: TrafficSpec) -> TrafficResult:
+        """Simulate the stream at its rate."""
+        ...
+
 
 MAX_SIZING_RUNS = 6  # simulations per candidate: +1 replica three times, then +50% each
 
@@ -41,7 +51,7 @@ def fewest_replicas_bound(total_per_s: float, headroom: float, capacity_per_s: f
 
 
 def size_fleet(
-    replica: Replica,
+    replica: Replica | Runner,
     spec: TrafficSpec,
     targets: Sequence[SloTarget],
     *,
@@ -49,7 +59,11 @@ def size_fleet(
     headroom: float,
     capacity_per_s: float,
 ) -> FleetSize:
-    """Search upwards from the bound for the fewest replicas meeting every target."""
+    """Search upwards from the bound for the fewest replicas meeting every target.
+
+    ``replica`` may be a group of disaggregated pools (``disaggregation.PoolGroup``): the
+    count is then of groups, each taking total ÷ n, and ``capacity_per_s`` is the group's.
+    """
     need = total_per_s * (1.0 + headroom)
     replicas = fewest_replicas_bound(total_per_s, headroom, capacity_per_s)
     for run in range(1, MAX_SIZING_RUNS + 1):

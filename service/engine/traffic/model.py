@@ -131,7 +131,7 @@ class TrafficResult:
     achieved_requests_per_s: float
     arrived_requests_per_s: float  # the stream's own rate over the same window (sampled)
     output_tokens_per_s: float
-    utilization: float  # share of the window the replica spends running steps
+    utilization: float  # share of the steady-state window the replica spends running steps
     simulated_requests: int
     measured_requests: int
     peak_running_requests: int
@@ -161,7 +161,8 @@ class GoodputResult:
     simulations: int
 
 
-def _stats(values: FloatArray) -> Percentiles:
+def percentiles_of(values: FloatArray) -> Percentiles:
+    """Return the mean and percentiles of the finite values (NaN when there are none)."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
@@ -288,7 +289,7 @@ class Replica:
             return None
         return [min(round(h * i), i - 1) for i in inputs]
 
-    def _stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
+    def stream(self, spec: TrafficSpec) -> tuple[FloatArray, list[int], list[int]]:
         """Return unit-rate arrival times and the sampled lengths (seeded, rate-independent)."""
         rng = np.random.default_rng(spec.seed)
         n = spec.num_requests
@@ -301,7 +302,7 @@ class Replica:
     def run(self, spec: TrafficSpec) -> TrafficResult:
         """Simulate the stream at ``spec.request_rate_per_s``."""
         spec.validate()
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         cached = self.cached_tokens(spec, inputs)
         return self._run_at(spec.request_rate_per_s, unit, inputs, outputs, cached)
 
@@ -317,7 +318,7 @@ class Replica:
         timeline = simulate(
             arrivals.tolist(), inputs, outputs, self.config, self.table, cached_tokens=cached
         )
-        return _summarise(rate, timeline, outputs)
+        return summarise(rate, timeline, outputs)
 
     def saturation(self, spec: TrafficSpec) -> float:
         """Return requests/s completed with a full queue (closed loop, more clients than slots).
@@ -328,7 +329,7 @@ class Replica:
         the last (when the loop runs out of requests and drains).
         """
         spec.validate()
-        _, inputs, outputs = self._stream(spec)
+        _, inputs, outputs = self.stream(spec)
         config = self.config
         mean_need = float(np.mean(inputs) + np.mean(outputs))
         slots = min(config.max_running, max(int(config.kv_capacity_tokens // mean_need), 1))
@@ -380,7 +381,7 @@ class Replica:
         if not targets:
             raise EngineError("slo needs at least one target")
         capacity = self.capacity(spec)
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         cached = self.cached_tokens(spec, inputs)
         runs = 0
 
@@ -431,7 +432,7 @@ class Replica:
         ceiling = self.saturation(spec)
         if rate <= ceiling:
             return GoodputResult(rate, capacity, limited, result, runs)
-        unit, inputs, outputs = self._stream(spec)
+        unit, inputs, outputs = self.stream(spec)
         at = self._run_at(ceiling, unit, inputs, outputs, self.cached_tokens(spec, inputs))
         return GoodputResult(ceiling, capacity, "saturation", at, runs + 1)
 
@@ -516,16 +517,58 @@ def meets(result: TrafficResult, targets: Sequence[SloTarget]) -> bool:
     return True
 
 
-def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
+def measurement_window(timeline: Timeline) -> slice:
+    """Return the requests the statistics are over: the warm-up and the drain left out.
+
+    Warm-up: at least WARMUP_SHARE of the stream and every request that arrives within one
+    median end-to-end latency of the start (the batch is still filling), at most half of it;
+    drain: the last DRAIN_SHARE (no traffic after them).
+    """
+    n = timeline.arrival_s.size
+    arrival = timeline.arrival_s
+    settle = float(arrival[0] + np.median(timeline.finish_s - arrival))
+    start = max(int(n * WARMUP_SHARE), int(np.searchsorted(arrival, settle)))
+    return slice(min(start, n // 2), n - int(n * DRAIN_SHARE))
+
+
+def steady_window_s(timeline: Timeline) -> tuple[float, float]:
+    """Return the steady-state stretch: from the first to the last measured arrival."""
+    window = measurement_window(timeline)
+    return (
+        float(timeline.arrival_s[window.start]),
+        float(timeline.arrival_s[max(window.stop - 1, window.start)]),
+    )
+
+
+def busy_share(timeline: Timeline, start_s: float, stop_s: float) -> float:
+    """Return the share of [start, stop] in which the replica runs steps.
+
+    1 − (idle stretches within it) ÷ its length, idle including any time after the last
+    finish. A continuous-batching replica runs steps whenever any request is in flight, so
+    this is P(at least one request present): ρ for one request at a time (M/D/1), close to 1
+    once the mean concurrency is several requests, whatever the load factor.
+    """
+    if not stop_s > start_s:
+        total = float(np.nanmax(timeline.finish_s) - timeline.arrival_s[0])
+        return min(timeline.busy_s / total, 1.0) if total > 0 else 0.0
+    idle = 0.0
+    for begin, end in timeline.idle_s:
+        if end <= start_s:
+            continue
+        if begin >= stop_s:
+            break
+        idle += min(end, stop_s) - max(begin, start_s)
+    last = float(np.nanmax(timeline.finish_s))
+    idle += max(stop_s - max(last, start_s), 0.0)
+    return min(max(1.0 - idle / (stop_s - start_s), 0.0), 1.0)
+
+
+def summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> TrafficResult:
+    """Return the stream's percentiles, throughput and load from its simulated timeline."""
     n = timeline.arrival_s.size
     arrival_all, finish_all = timeline.arrival_s, timeline.finish_s
-    # Warm-up: at least WARMUP_SHARE of the stream and every request that arrives within one
-    # median end-to-end latency of the start (the batch is still filling), at most half of it.
-    settle = float(arrival_all[0] + np.median(finish_all - arrival_all))
-    start = max(int(n * WARMUP_SHARE), int(np.searchsorted(arrival_all, settle)))
-    start = min(start, n // 2)
-    stop = n - int(n * DRAIN_SHARE)
-    window = slice(start, stop)
+    window = measurement_window(timeline)
+    start, stop = window.start, window.stop
     arrival = arrival_all[window]
     first = timeline.first_token_s[window]
     finish = finish_all[window]
@@ -549,17 +592,16 @@ def _summarise(rate: float, timeline: Timeline, outputs: Sequence[int]) -> Traff
         low, high = np.percentile(finish, [5.0, 95.0]).tolist()
         achieved = 0.9 * (stop - start) / (high - low) if high > low else rate
         arrived = rate
-    total = float(np.nanmax(finish_all) - arrival_all[0])
     return TrafficResult(
         request_rate_per_s=rate,
-        ttft_ms=_stats(ttft),
-        tpot_ms=_stats(tpot),
-        e2e_latency_ms=_stats(e2e),
-        queue_wait_ms=_stats(queue),
+        ttft_ms=percentiles_of(ttft),
+        tpot_ms=percentiles_of(tpot),
+        e2e_latency_ms=percentiles_of(e2e),
+        queue_wait_ms=percentiles_of(queue),
         achieved_requests_per_s=achieved,
         arrived_requests_per_s=arrived,
         output_tokens_per_s=achieved * float(np.mean(outputs)),
-        utilization=min(timeline.busy_s / total, 1.0) if total > 0 else 0.0,
+        utilization=busy_share(timeline, *steady_window_s(timeline)),
         simulated_requests=n,
         measured_requests=stop - start,
         peak_running_requests=timeline.peak_running,

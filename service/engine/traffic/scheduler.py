@@ -100,6 +100,8 @@ class Timeline:
     busy_s: float  # total time the replica spent running steps
     steps: int
     peak_running: int
+    # (from, to) of each stretch with no step running before the last finish, in time order.
+    idle_s: tuple[tuple[float, float], ...] = ()
 
 
 def simulate(
@@ -113,6 +115,7 @@ def simulate(
     first_arrivals_s: Sequence[float] | None = None,
     first_arrival_steps: Sequence[int] | None = None,
     cached_tokens: Sequence[int] | None = None,
+    prefilled: bool = False,
 ) -> Timeline:
     """Serve the requests in order: open loop at ``arrivals_s``, or a closed loop of ``clients``.
 
@@ -124,6 +127,12 @@ def simulate(
     ``cached_tokens[r]`` prompt tokens of request r are found in the prefix cache: they are
     not prefilled again (its first piece starts after them), but its attention reads them and
     its KV reservation still counts them.
+
+    ``prefilled`` (the decode pool of disaggregated serving, ``disaggregation.py``): every
+    request arrives with its whole prompt in the KV cache and its first token made (both
+    transferred from a prefill replica), so admission puts it straight into decoding; its
+    ``admitted_s`` and ``first_token_s`` are the start of its first decode step, and it needs
+    at least two output tokens.
     """
     config.validate()
     n = len(input_tokens)
@@ -159,6 +168,8 @@ def simulate(
         pending.extend(range(n))
         next_new = n
     cached = [0] * n if cached_tokens is None else [int(c) for c in cached_tokens]
+    if prefilled and n and min(output_tokens) < 2:
+        raise EngineError("a prefilled request needs at least two output tokens")
     if len(cached) != n or any(not 0 <= c < i for c, i in zip(cached, input_tokens, strict=True)):
         raise EngineError("cached tokens must lie in [0, input tokens) for every request")
     admitted = [math.nan] * n
@@ -184,6 +195,7 @@ def simulate(
     counter = 0  # decode steps so far; each advances every decoding request by one token
     now = busy = 0.0
     steps = done = peak = 0
+    idle: list[tuple[float, float]] = []
 
     def finish_request(r: int, at: float) -> None:
         nonlocal running, kv_free, done, next_new
@@ -204,6 +216,16 @@ def simulate(
             base -= input_tokens[r] + 1 - gain * first_counter[r]
             finish_request(r, at)
 
+    def start_decoding(r: int) -> None:
+        nonlocal dec, base
+        first_counter[r] = counter
+        steps_left = (
+            output_tokens[r] - 1 if gain == 1.0 else math.ceil((output_tokens[r] - 1) / gain - 1e-9)
+        )
+        heapq.heappush(decoding, (counter + steps_left, r))
+        dec += 1
+        base += input_tokens[r] + 1 - gain * counter
+
     while done < n:
         while stepped and stepped[0][0] <= steps:
             r = stepped.popleft()[1]
@@ -215,7 +237,11 @@ def simulate(
             r = waiting.popleft()
             running += 1
             kv_free -= need[r]
-            prefilling.append([r, cached[r]])
+            if prefilled:
+                admitted[r] = first[r] = now
+                start_decoding(r)
+            else:
+                prefilling.append([r, cached[r]])
         peak = max(peak, running)
         if prefilling:
             decoders = dec if mixed else 0
@@ -249,15 +275,7 @@ def simulate(
                 if output_tokens[r] <= 1:
                     finish_request(r, now)
                     continue
-                first_counter[r] = counter
-                steps_left = (
-                    output_tokens[r] - 1
-                    if gain == 1.0
-                    else math.ceil((output_tokens[r] - 1) / gain - 1e-9)
-                )
-                heapq.heappush(decoding, (counter + steps_left, r))
-                dec += 1
-                base += input_tokens[r] + 1 - gain * counter
+                start_decoding(r)
             continue
         if dec:
             # Decode-only steps up to the next completion, or to the step boundary after the
@@ -289,7 +307,9 @@ def simulate(
             continue
         if not pending:  # pragma: no cover - requests that can never run are rejected above
             raise EngineError("scheduler stalled")
-        now = max(now, arrival[pending[0]])
+        if arrival[pending[0]] > now:
+            idle.append((now, arrival[pending[0]]))
+            now = arrival[pending[0]]
     return Timeline(
         arrival_s=np.asarray(arrival, dtype=np.float64),
         admitted_s=np.asarray(admitted, dtype=np.float64),
@@ -298,6 +318,7 @@ def simulate(
         busy_s=busy,
         steps=steps,
         peak_running=peak,
+        idle_s=tuple(idle),
     )
 
 

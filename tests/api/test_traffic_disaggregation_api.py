@@ -1,0 +1,237 @@
+"""HTTP tests of disaggregated prefill/decode pools in POST /v1/estimates and POST /v1/plans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.schemas.analysis import EstimateResponse
+from service.api.schemas.planning import PlanResponse
+
+
+def body(**traffic: Any) -> dict[str, Any]:
+    return {
+        "model": "llama-3.1-8b",
+        "accelerator": "h100-sxm",
+        "input_tokens": 1024,
+        "output_tokens": 128,
+        "mode": "serving",
+        "calibration": "none",
+        "traffic": {"request_rate_per_s": 4.0, "num_requests": 200, **traffic},
+    }
+
+
+def post(client: TestClient, request: dict[str, Any]) -> Any:
+    return client.post("/v1/estimates", json=request)
+
+
+def test_disaggregated_estimate_reports_pools_and_transfer(client: TestClient) -> None:
+    """1P2D of Llama-3.1-8B bf16 on H100: the group holds 3 GPUs (within the NVLink domain, 450
+    GB/s); a 1,024-token prompt's KV is 1,024 · 131,072 B per GPU, sent in
+    134,217,728 / (450e9 · 0.85) + 5.8 µs = 0.356696 ms."""
+    pools = {"prefill_replicas": 1, "decode_replicas": 2}
+    response = post(client, body(disaggregation=pools))
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    EstimateResponse.model_validate(answer)
+    traffic = answer["traffic"]
+    dis = traffic["disaggregation"]
+    assert (dis["prefill_replicas"], dis["decode_replicas"], dis["gpus"]) == (1, 2, 3)
+    kv = dis["kv_transfer"]
+    assert kv["link"] == "auto" and kv["link_gb_s"] == pytest.approx(450.0)
+    assert kv["bytes_per_gpu"] == pytest.approx(1024 * 131_072)
+    assert kv["transfer_ms"]["mean"] == pytest.approx(0.356696, abs=1e-6)
+    assert kv["transfer_ms"]["p99"] == pytest.approx(0.356696, abs=1e-6)
+    for pool in ("prefill", "decode"):
+        assert dis[pool]["load_factor"] == pytest.approx(4.0 / dis[pool]["capacity_requests_per_s"])
+    bottleneck = dis["bottleneck"]
+    capacities = {
+        "prefill": dis["prefill"]["capacity_requests_per_s"],
+        "decode": dis["decode"]["capacity_requests_per_s"],
+        "kv_transfer": kv["capacity_requests_per_s"],
+    }
+    assert capacities[bottleneck] == min(capacities.values())
+    assert traffic["saturation_requests_per_s"] == pytest.approx(min(capacities.values()))
+    assert traffic["ttft_ms"]["p50"] > kv["transfer_ms"]["mean"]
+    assert traffic["goodput"] is None
+    plain = post(client, body()).json()["traffic"]
+    assert plain["disaggregation"] is None
+
+
+def test_network_link_is_slower_than_nvlink(client: TestClient) -> None:
+    """scale_out on h100-sxm (the catalog's network per GPU) moves the same bytes more slowly."""
+    fast = post(client, body(disaggregation={"prefill_replicas": 1, "decode_replicas": 1}))
+    slow = post(
+        client,
+        body(disaggregation={"prefill_replicas": 1, "decode_replicas": 1, "kv_link": "scale_out"}),
+    )
+    assert fast.status_code == slow.status_code == 200, slow.text
+    f = fast.json()["traffic"]["disaggregation"]["kv_transfer"]
+    s = slow.json()["traffic"]["disaggregation"]["kv_transfer"]
+    assert s["link_gb_s"] < f["link_gb_s"]
+    assert s["transfer_ms"]["mean"] == pytest.approx(
+        1024 * 131_072 / (s["link_gb_s"] * 1e9 * 0.85) * 1e3 + 0.0058, rel=1e-9
+    )
+
+
+def test_an_overloaded_group_says_which_pool_saturates(client: TestClient) -> None:
+    """150 requests/s of 1,024/128 on 1P1D: the answer's own capacities put the prefill pool
+    (about 53 prompts/s on one H100) below the rate, so the group is saturated by a factor
+    150 ÷ its least capacity, and the message names the pool."""
+    response = post(
+        client,
+        body(
+            request_rate_per_s=150.0, disaggregation={"prefill_replicas": 1, "decode_replicas": 1}
+        ),
+    )
+    assert response.status_code == 200, response.text
+    traffic = response.json()["traffic"]
+    dis = traffic["disaggregation"]
+    assert dis["bottleneck"] == "prefill"
+    assert traffic["saturated"] is True
+    least = dis["prefill"]["capacity_requests_per_s"]
+    assert traffic["overload_factor"] == pytest.approx(150.0 / least)
+    assert "1P1D" in traffic["message"] and "prefill saturates first" in traffic["message"]
+
+
+@pytest.mark.parametrize(
+    ("pools", "field"),
+    [
+        ({"prefill_replicas": 0, "decode_replicas": 1}, "traffic.disaggregation.prefill_replicas"),
+        ({"prefill_replicas": 1, "decode_replicas": 17}, "traffic.disaggregation.decode_replicas"),
+        (
+            {"prefill_replicas": 1.5, "decode_replicas": 1},
+            "traffic.disaggregation.prefill_replicas",
+        ),
+        (
+            {"prefill_replicas": True, "decode_replicas": 1},
+            "traffic.disaggregation.prefill_replicas",
+        ),
+        ({"prefill_replicas": 1}, "traffic.disaggregation.decode_replicas"),
+        (
+            {"prefill_replicas": 1, "decode_replicas": 1, "kv_link": "pcie"},
+            "traffic.disaggregation.kv_link",
+        ),
+    ],
+)
+def test_bad_pools_are_422s_naming_the_field(
+    client: TestClient, pools: dict[str, Any], field: str
+) -> None:
+    response = post(client, body(disaggregation=pools))
+    assert response.status_code == 422
+    assert field in [e["field"] for e in response.json()["errors"]]
+
+
+def test_disaggregation_with_goodput_targets_is_a_422(client: TestClient) -> None:
+    response = post(
+        client,
+        body(
+            disaggregation={"prefill_replicas": 1, "decode_replicas": 1},
+            slo={"ttft_ms_p90_max": 500.0},
+        ),
+    )
+    assert response.status_code == 422
+    errors = response.json()["errors"]
+    assert errors[0]["field"] == "traffic.disaggregation"
+    assert "POST /v1/plans" in errors[0]["message"]
+
+
+def plan(client: TestClient, lengths: tuple[int, int] = (1024, 128), **traffic: Any) -> Any:
+    return client.post(
+        "/v1/plans",
+        json={
+            "models": ["llama-3.1-8b"],
+            "accelerators": ["h100-sxm"],
+            "input_tokens": lengths[0],
+            "output_tokens": lengths[1],
+            "objective": "min_cost_per_million_tokens",
+            "requests_per_s": 40.0,
+            "calibration": "none",
+            "slo": {"ttft_ms_p90_max": 2000.0, "tpot_ms_p99_max": 100.0},
+            "precisions": [{"weights": "bf16"}],
+            "max_gpus_per_replica": 1,
+            "traffic": {"num_requests": 200, **traffic},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("lengths", "heavier"), [((4096, 16), "prefill_replicas"), ((128, 1024), "decode_replicas")]
+)
+def test_plan_picks_the_cheapest_pool_ratio(
+    client: TestClient, lengths: tuple[int, int], heavier: str
+) -> None:
+    """40 requests/s of 4,096-token prompts and 16-token answers: a prefill replica completes
+    far fewer of them per second than a decode replica (the estimate's pool capacities), so
+    the cheapest ratio has more prefill than decode replicas; 128/1,024 the other way round.
+    The winner is the tried ratio with the lowest fleet price, and the fleet is its groups ×
+    (prefill + decode) replicas."""
+    response = plan(client, lengths, disaggregation="search")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    PlanResponse.model_validate(answer)
+    row = answer["configurations"][0]
+    chosen = row["traffic"]["disaggregation"]
+    tried = chosen["tried"]
+    names = [t["ratio"] for t in tried]
+    assert names == ["1P1D", "1P2D", "2P1D", "1P3D", "3P1D", "2P3D", "3P2D", "1P4D", "4P1D"]
+    sized = [t for t in tried if t["gpus"] is not None]
+    cheapest = min(sized, key=lambda t: (t["usd_per_hour"], t["gpus"]))
+    winner = f"{chosen['prefill_replicas']}P{chosen['decode_replicas']}D"
+    assert winner == cheapest["ratio"]
+    lighter = "decode_replicas" if heavier == "prefill_replicas" else "prefill_replicas"
+    assert chosen[heavier] > chosen[lighter]
+    per_group = chosen["prefill_replicas"] + chosen["decode_replicas"]
+    assert row["replicas"] == chosen["groups"] * per_group
+    assert row["gpus"] == row["replicas"] * row["gpus_per_replica"]
+    assert row["usd_per_hour"] == pytest.approx(cheapest["usd_per_hour"])
+    assert row["usd_per_hour"] == pytest.approx(row["gpus"] * 2.99)  # the catalog's H100 price
+    # Each group takes its share with headroom; the groups cover the rate.
+    assert chosen["groups"] * row["traffic"]["requests_per_s_per_replica"] >= 40.0 * 1.2 - 1e-9
+    assert row["traffic"]["ttft_ms"]["p90"] <= 2000.0
+    assert row["traffic"]["tpot_ms"]["p99"] <= 100.0
+    assert any("disaggregated pools" in note for note in answer["notes"])
+
+
+def test_plan_tries_the_ratios_given(client: TestClient) -> None:
+    ratios = [{"prefill_replicas": 1, "decode_replicas": 1}]
+    answer = plan(client, disaggregation=ratios).json()
+    chosen = answer["configurations"][0]["traffic"]["disaggregation"]
+    assert [t["ratio"] for t in chosen["tried"]] == ["1P1D"]
+    assert (chosen["prefill_replicas"], chosen["decode_replicas"]) == (1, 1)
+
+
+@pytest.mark.parametrize("bad", ["all", [], [{"prefill_replicas": 0, "decode_replicas": 1}]])
+def test_plan_bad_ratios_are_422s(client: TestClient, bad: Any) -> None:
+    response = plan(client, disaggregation=bad)
+    assert response.status_code == 422
+    assert any(e["field"].startswith("traffic.disaggregation") for e in response.json()["errors"])
+
+
+def test_plan_without_percentile_targets_notes_the_unused_pools(client: TestClient) -> None:
+    response = client.post(
+        "/v1/plans",
+        json={
+            "models": ["llama-3.1-8b"],
+            "accelerators": ["h100-sxm"],
+            "input_tokens": 1024,
+            "output_tokens": 128,
+            "calibration": "none",
+            "slo": {"ttft_ms_max": 1000.0},
+            "precisions": [{"weights": "bf16"}],
+            "max_gpus_per_replica": 1,
+            "traffic": {"disaggregation": "search"},
+        },
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert all(row["traffic"] is None for row in answer["configurations"])
+    assert any("traffic.disaggregation sizes fleets" in note for note in answer["notes"])
+
+
+def test_the_schema_states_that_pools_take_no_slo(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["TrafficIn"]
+    assert schema["if"]["required"] == ["disaggregation"]
+    assert schema["then"] == {"properties": {"slo": {"type": "null"}}}
