@@ -233,3 +233,18 @@ def test_a_mode_the_profile_has_no_runs_of_takes_the_engine_priors() -> None:
         assert getattr(static, name) == expected
     # kernel efficiencies (fitted on kernel tables) apply in every mode
     assert static.gemm_compute_efficiency_bf16 == fitted.gemm_compute_efficiency_bf16
+
+
+def test_domain_records_backend_versions_and_load_patterns() -> None:
+    runs = _serving(0.0, 0)
+    runs[0] = replace(runs[0], backend_version="1.0.0rc3")
+    runs[1] = replace(runs[1], backend_version="1.2.0", load_pattern="open_loop")
+    domain = Domain.of_runs(runs, MODELS, "h100-sxm")
+    assert domain.backend_versions == ("trtllm 1.0.0rc3", "trtllm 1.2.0")
+    assert domain.load_patterns == ("closed_loop", "open_loop")
+    assert Domain.from_dict(domain.to_dict()) == domain
+    # a profile stored before versions were recorded still loads, with none
+    old = {
+        k: v for k, v in domain.to_dict().items() if k not in ("backend_versions", "load_patterns")
+    }
+    assert Domain.from_dict(old).backend_versions == ()

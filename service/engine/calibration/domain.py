@@ -1,8 +1,9 @@
 """What a profile was fitted on (its domain) and what of an estimate request lies outside it.
 
 A profile's end-to-end parameters are evidenced only by the runs it was fitted on: their
-backends, models (with the traits that change the physics: dense / MoE / MLA, layer count,
-hidden size), precisions, modes (static batch or closed-loop serving), batch sizes or
+backends and their versions, models (with the traits that change the physics: dense / MoE /
+MLA, layer count, hidden size), precisions, modes (static batch or serving) and how serving load
+was offered (closed loop, open loop, offline), batch sizes or
 concurrencies, prompt and output lengths, GPU counts, and the accelerator. ``Domain`` records
 that; ``extrapolation`` lists, for one request, every dimension it lies outside of, and
 ``extrapolation_kinds`` groups them into the kinds whose held-out interval widening the fit
@@ -106,6 +107,11 @@ class Domain:
     precisions: tuple[str, ...] = ()  # "weights/activations/kv_cache"
     modes: tuple[str, ...] = ()
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # "backend version" of each run that names one (an engine release changes its overheads:
+    # the 2024 vLLM static batches pay far more per step than 2025–26 serving releases)
+    backend_versions: tuple[str, ...] = ()
+    # how the serving runs' load was offered (closed_loop, open_loop, offline)
+    load_patterns: tuple[str, ...] = ()
 
     @classmethod
     def of_runs(
@@ -132,6 +138,18 @@ class Domain:
                 sorted({"static" if isinstance(r, StaticMeasurement) else "serving" for r in runs})
             ),
             ranges={k: (min(v), max(v)) for k, v in columns.items() if v},
+            backend_versions=tuple(
+                sorted(
+                    {
+                        f"{r.backend} {r.backend_version}"
+                        for r in runs
+                        if isinstance(r, ServingMeasurement) and r.backend_version
+                    }
+                )
+            ),
+            load_patterns=tuple(
+                sorted({r.load_pattern for r in runs if isinstance(r, ServingMeasurement)})
+            ),
         )
 
     @property
@@ -151,6 +169,8 @@ class Domain:
             "precisions": list(self.precisions),
             "modes": list(self.modes),
             "ranges": {k: {"low": lo, "high": hi} for k, (lo, hi) in self.ranges.items()},
+            "backend_versions": list(self.backend_versions),
+            "load_patterns": list(self.load_patterns),
         }
 
     @classmethod
@@ -169,6 +189,8 @@ class Domain:
                 str(k): (float(r["low"]), float(r["high"]))
                 for k, r in data.get("ranges", {}).items()
             },
+            backend_versions=tuple(str(v) for v in data.get("backend_versions", ())),
+            load_patterns=tuple(str(p) for p in data.get("load_patterns", ())),
         )
 
 
