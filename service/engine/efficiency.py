@@ -78,10 +78,10 @@ class EfficiencyParams:
     sequence_overhead_us: float = 0.0
     # Per running sequence per layer per step (per-sequence work inside each layer: KV-cache
     # writes, paged-attention metadata, rotary/norm rows of small kernels). Generic prior 0;
-    # fitted TensorRT-LLM per-model values on benchmarks/data/h100: 41.7 µs/sequence on
-    # 64-layer Qwen3-32B and 22.0 µs on 32-layer Llama-3.1-8B, i.e. 0.65 and 0.69 µs per
-    # sequence per layer: the count it scales with is layers × sequences. The vLLM and
-    # TensorRT-LLM priors take those fits (calibration/priors.py).
+    # fitted per model on benchmarks/data/h100 it is about the same per layer on 64-layer
+    # Qwen3-32B and 32-layer Llama-3.1-8B (TensorRT-LLM: 41.7 and 22.0 µs per sequence when
+    # first fitted per step), so the count it scales with is layers × sequences. The vLLM and
+    # TensorRT-LLM priors take those fits (calibration/priors.py has the values).
     sequence_layer_overhead_us: float = 0.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8

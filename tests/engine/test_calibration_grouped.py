@@ -202,3 +202,14 @@ def test_merged_group_splits_partition_whole_groups() -> None:
     assert [sorted({labels[i] for i in t}) for _, t in folds] == [["a"], ["c", "d"], ["b", "e"]]
     assert [t.tolist() for _, t in merged_group_splits(labels, 3)] == [t.tolist() for _, t in folds]
     assert merged_group_splits(["a", "a"], 5) == []
+
+
+def test_an_unset_kv_cache_is_fp8_beside_fp8_activations() -> None:
+    """W8A8 runs that do not state their cache dtype read it as fp8; weight-only and 16-bit
+    runs keep bf16 (or their weights' 16-bit dtype); a stated dtype always wins."""
+    base = ServingMeasurement("qwen3-32b", 1024, 128, 8, ttft_ms=1.0, tpot_ms=1.0)
+    w8a8 = replace(base, weights_dtype="fp8", activations_dtype="fp8")
+    assert precision_of(w8a8).kv_cache == "fp8"
+    assert precision_of(replace(w8a8, kv_cache_dtype="bf16")).kv_cache == "bf16"
+    assert precision_of(replace(base, weights_dtype="fp8")).kv_cache == "bf16"
+    assert precision_of(replace(base, weights_dtype="fp16")).kv_cache == "fp16"

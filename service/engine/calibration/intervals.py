@@ -135,18 +135,18 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.066),
+        "model": _spread(0.055),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
         "concurrency": _spread(0.053, per_doubling=True),
-        "gpus": _spread(0.071, per_doubling=True),
+        "gpus": _spread(0.047, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(0.460),
+        "model": _spread(0.435),
         "backend": _spread(0.0),
         "mode": _spread(2.075),
-        "concurrency": _spread(0.141, per_doubling=True),
-        "gpus": _spread(0.416, per_doubling=True),
+        "concurrency": _spread(0.130, per_doubling=True),
+        "gpus": _spread(0.178, per_doubling=True),
     },
     "static.latency_ms": {"model": _spread(0.005), "mode": _spread(0.221)},
 }

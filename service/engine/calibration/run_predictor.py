@@ -27,13 +27,14 @@ OUTPUTS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 
 
 def precision_of(run: Run) -> Precision:
-    """Engine precision of a run: unset activations/KV follow 16-bit weights, else bf16."""
+    """Engine precision of a run: unset activations follow 16-bit weights, else bf16; an unset
+    KV cache is fp8 beside fp8 activations (W8A8 deployments quantise it too: a bf16 cache is
+    physically impossible for the shipped fp8 runs, docs/measurement-formats.md), else the
+    activations' default."""
     default = run.weights_dtype if run.weights_dtype in WIDE_DTYPES else "bf16"
-    return Precision(
-        weights=run.weights_dtype,
-        activations=run.activations_dtype or default,
-        kv_cache=run.kv_cache_dtype or default,
-    )
+    activations = run.activations_dtype or default
+    kv = run.kv_cache_dtype or ("fp8" if activations == "fp8" else default)
+    return Precision(weights=run.weights_dtype, activations=activations, kv_cache=kv)
 
 
 def with_harness_terms(run: Run) -> bool:
