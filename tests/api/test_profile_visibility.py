@@ -11,8 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.client.measurement_files import read_measurement_file
+from service.db.session import make_engine, make_session_factory, session_scope
+from service.services.auth import revoke_key
 from service.services.calibration import check_visibility
 from service.services.errors import FieldError
+from service.settings import Settings
 
 GEMM = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
 ESTIMATE = {
@@ -140,6 +143,36 @@ def test_batches_and_intensity_apply_the_same_visibility(
     assert client.post("/v1/intensity", json=step, headers=headers(keys["bob"])).status_code == 404
     mine = client.post("/v1/intensity", json=step, headers=headers(keys["alice"]))
     assert mine.status_code == 200 and mine.json()["calibration"]["id"] == profiles["private"]
+
+
+def test_a_revoked_key_loses_its_private_profiles_on_the_next_request_everywhere(
+    client: TestClient,
+    other_worker: TestClient,
+    keys: dict[str, str],
+    profiles: dict[str, str],
+    settings: Settings,
+) -> None:
+    """Two app instances on one database (two replicas): both have just verified Alice's key
+    (cached for KEY_CACHE_TTL_S = 30 s). The key is revoked as `ridgeline revoke-key` does;
+    the very next request on each instance, with no time passing, sees published profiles only:
+    the listing, the profile and its measurements, "auto" and the id in an estimate."""
+    alice, private = keys["alice"], profiles["private"]
+    for app in (client, other_worker):
+        assert chosen(app, alice) == private  # the key is verified and cached on both
+        assert app.get(f"/v1/calibrations/{private}", headers=headers(alice)).status_code == 200
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            revoke_key(session, alice.split("_")[1])
+    finally:
+        engine.dispose()
+    for app in (client, other_worker):
+        listed = app.get("/v1/calibrations", headers=headers(alice)).json()["items"]
+        assert [p["id"] for p in listed] == [profiles["published"]]
+        for path in (f"/v1/calibrations/{private}", f"/v1/calibrations/{private}/measurements"):
+            assert app.get(path, headers=headers(alice)).status_code == 404, path
+        assert chosen(app, alice) == profiles["published"]
+        assert chosen(app, alice, private) == 404
 
 
 def test_visibility_must_be_published_or_private(client: TestClient, keys: dict[str, str]) -> None:
