@@ -120,6 +120,10 @@ class TokenBuckets:
             self._buckets[key].spent = 0.0
         return spent
 
+    def unsynced(self) -> bool:
+        """Whether any shared bucket has spending not yet sent."""
+        return any(b.spent > 0 and key[0] != KEY_LOOKUPS.name for key, b in self._buckets.items())
+
     def restore_spent(self, spent: dict[tuple[str, str], float]) -> None:
         """Put back spending a failed sync could not record (it is sent with the next one)."""
         for key, amount in spent.items():
@@ -225,6 +229,8 @@ class SharedBuckets:
                 logger.warning("rate-limit sync failed: %s", type(exc).__name__)
         finally:
             self._task = None
+        if self.buckets.unsynced():  # spent during this sync (or a failed one): flush it too
+            self.schedule(engine)
 
     def sync(
         self, engine: Engine, spent: dict[tuple[str, str], float]
