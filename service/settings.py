@@ -31,7 +31,8 @@ class Settings(BaseSettings):
     # Calibration uploads carry up to MAX_MEASUREMENTS_PER_CALIBRATION rows (~150 B each as JSON).
     max_calibration_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     # Per-client token buckets, shared by all workers and replicas through the database
-    # (``rate_limit_shared``; synced every ``rate_limit_sync_s``, see service/api/ratelimit.py);
+    # (``rate_limit_shared``: taken atomically per request on PostgreSQL, synced every
+    # ``rate_limit_sync_s`` between one node's workers on SQLite; service/api/ratelimit.py);
     # generous so only abuse is refused.
     rate_limit_enabled: bool = True
     rate_limit_shared: bool = True

@@ -98,6 +98,11 @@ async def scenario(
     return cheap, heavy_run
 
 
+def load_average() -> str:
+    """The machine's 1-minute load average now (other processes count: the CPUs may be shared)."""
+    return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "-"
+
+
 def row(name: str, cheap: Run, heavy: Run) -> str:
     _, p50, p99 = cheap.figures()
     done = len(heavy.latencies_s)
@@ -106,7 +111,7 @@ def row(name: str, cheap: Run, heavy: Run) -> str:
     verdict = "yes" if p99 < TARGET_P99_MS and cheap.errors == 0 else "**no**"
     return (
         f"| {name} | {p50:.1f} | {p99:.1f} | {verdict} | {cheap.non_2xx + cheap.errors} | "
-        f"{done} | {heavy_p50} | {heavy.non_2xx} |"
+        f"{done} | {heavy_p50} | {heavy.non_2xx} | {load_average()} |"
     )
 
 
@@ -114,6 +119,7 @@ async def measure(url: str, duration_s: float, rate: float) -> list[str]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     rows = []
+    print(f"load average before: {load_average()}", flush=True)
     cheap, heavy = await scenario(host, port, None, rate, duration_s)
     rows.append(row("none (cheap GETs alone)", cheap, heavy))
     print(rows[-1], flush=True)
@@ -135,6 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     process = None
     url = args.url
+    load_before = load_average()
     if url is None:
         workdir = Path(tempfile.mkdtemp(prefix="ridgeline-heavy-"))
         process, url = start_server(workdir, args.workers)
@@ -151,14 +158,18 @@ def main() -> None:
         "rate limits off, default work budgets and heavy-work slots (1 running + 8 queued per "
         f"worker). Cheap request: `GET {CHEAP[1]}` at {args.rate:g} req/s for "
         f"{args.duration:g} s (open loop); {HEAVY_CLIENTS} closed-loop clients send the heavy "
-        "request. Target: cheap p99 < 100 ms.",
+        "request. Target: cheap p99 < 100 ms. The cheap GET is not rate-limited, so it never "
+        "takes a shared rate-limit token (docs/shared-service.md, Rate limits).",
+        "",
+        f"1-minute load average before the run: {load_before} (the last column: after each "
+        "scenario; other processes sharing the CPUs count in it).",
         "",
         f"Command: `.venv/bin/python benchmarks/load/heavy_vs_cheap.py --duration "
         f"{args.duration:g} --rate {args.rate:g}`",
         "",
         "| heavy request (x4 at once) | cheap p50 ms | cheap p99 ms | p99 < 100 ms | cheap "
-        "failures | heavy answered | heavy p50 s | heavy non-2xx |",
-        "|---|---|---|---|---|---|---|---|",
+        "failures | heavy answered | heavy p50 s | heavy non-2xx | load avg |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     args.output.write_text("\n".join([*head, *rows]) + "\n")
     print(f"wrote {args.output}")

@@ -78,8 +78,10 @@ async def get_viewer(request: Request, api_key: ApiKeyHeader = None) -> str:
     """Return the lookup prefix of the caller's verified API key ("" without a valid key).
 
     Calibration profiles are listed, read and chosen for this viewer: published ones, and
-    private ones it owns. A made-up or revoked key is anonymous here (it sees published
-    profiles only); the verifier caches a key's answer for ``KEY_CACHE_TTL_S``.
+    private ones it owns. A made-up key is anonymous here (it sees published profiles only).
+    The verifier caches a key's answer for ``KEY_CACHE_TTL_S``, but a revoked key's private
+    profiles are hidden from the next request on: ``calibration_repository.visible_to``
+    checks in SQL that the viewer's key is not revoked.
     """
     authorised: str | None = getattr(request.state, "api_key_prefix", None)
     if authorised is not None:

@@ -3,7 +3,9 @@
 Rate limits and early authentication need to know whether an ``X-API-Key`` is real before the
 request reaches its route. ``KeyVerifier`` checks a key against the database once and caches
 the answer for ``ttl_s`` seconds (a revoked key keeps its own rate bucket at most that long;
-routes still authorise every write against the database). ``client_address`` honours
+routes still authorise every write against the database, and private calibration profiles
+are shown only while their owner's key is unrevoked, checked in the query that reads them:
+``calibration_repository.visible_to``). ``client_address`` honours
 ``X-Forwarded-For`` only when the connection comes from a configured trusted proxy.
 """
 

@@ -6,13 +6,23 @@ key, or with a key that is not valid, share the bucket of their address (``keys.
 forwarding headers therefore buys no extra requests.
 
 Buckets are shared by every worker process and replica through the database
-(``rate_limit_buckets``), without a database round trip per request: each process spends from
-a local copy of each bucket and, at most every ``sync_s`` seconds, adds what it spent to the
-shared bucket in one atomic statement per bucket and takes the shared balance as its new local
-balance. Bound: between two syncs each of P processes may spend what it last saw plus the
-refill, so a client can exceed its limit by at most (P - 1) x (burst + rate x sync_s) requests
-in the first interval after it starts; after that the shared balance (debts included) governs
-every process, and the long-run rate is the configured one.
+(``rate_limit_buckets``, ``rate_limit_shared``):
+
+- PostgreSQL (replicas): every limited request takes its tokens in the database, one atomic
+  conditional upsert per bucket (``rate_limit_repository.take``) refilled on the database's
+  clock, all of the operation's buckets in one transaction. However many replicas and workers
+  serve a client, together they admit no more than the configured burst plus rate x elapsed
+  time: the bound is exact. One database round trip per rate-limited request (only those).
+- SQLite (one node): each process spends from a local copy of each bucket and, at most every
+  ``sync_s`` seconds (and ``sync_s`` after any unsynced spending at the latest), adds what it
+  spent to the shared bucket in one atomic statement per bucket and takes the shared balance as
+  its new local balance. Bound: between two syncs each of P worker processes may spend what it
+  last saw plus the refill, so a client can exceed its limit by at most
+  (P - 1) x (burst + rate x sync_s) requests while its processes learn the shared balance;
+  after that the shared balance (debts included) governs, and the long-run rate holds.
+
+If the database cannot be reached, a process falls back to its local buckets (the route then
+answers the outage itself).
 """
 
 from __future__ import annotations
@@ -33,9 +43,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.api.keys import KeyVerifier, Network, api_key_header, client_address
 from service.api.problems import PROBLEM_MEDIA_TYPE, problem_body
 from service.db import rate_limit_repository
+from service.db.session import WRITE_TRANSACTION
 
 MAX_TRACKED_CLIENTS = 10_000
 IDLE_BUCKET_S = 3600.0  # shared buckets untouched this long are deleted (they would be full)
+FORGET_EVERY_S = 60.0  # how often an atomic-take process deletes idle shared buckets
 logger = logging.getLogger("ridgeline.ratelimit")
 
 
@@ -108,6 +120,10 @@ class TokenBuckets:
             self._buckets[key].spent = 0.0
         return spent
 
+    def unsynced(self) -> bool:
+        """Whether any shared bucket has spending not yet sent."""
+        return any(b.spent > 0 and key[0] != KEY_LOOKUPS.name for key, b in self._buckets.items())
+
     def restore_spent(self, spent: dict[tuple[str, str], float]) -> None:
         """Put back spending a failed sync could not record (it is sent with the next one)."""
         for key, amount in spent.items():
@@ -132,37 +148,89 @@ def _shared_name(key: tuple[str, str]) -> str:
 
 
 class SharedBuckets:
-    """Periodic exchange of local spending with the database's shared buckets."""
+    """Buckets in the database: atomic takes (PostgreSQL) or periodic exchange of spending."""
 
     def __init__(
-        self, buckets: TokenBuckets, sync_s: float, clock: Callable[[], float] = time.time
+        self,
+        buckets: TokenBuckets,
+        sync_s: float,
+        clock: Callable[[], float] = time.time,
+        atomic: bool | None = None,
     ) -> None:
         self.buckets = buckets
         self.sync_s = sync_s
         self._clock = clock
+        self._atomic = atomic
         self._last_s = 0.0
+        self._forgot_s = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._failing = False
 
-    def due(self) -> bool:
-        return self._task is None and self._clock() - self._last_s >= self.sync_s
+    def atomic(self, engine: Engine) -> bool:
+        """Whether tokens are taken in the database per request (default: on PostgreSQL)."""
+        return engine.dialect.name == "postgresql" if self._atomic is None else self._atomic
 
-    def start(self, engine: Engine) -> None:
-        """Start a sync in the background (one at a time)."""
-        self._last_s = self._clock()
-        self._task = asyncio.get_running_loop().create_task(self._run(engine))
-
-    async def _run(self, engine: Engine) -> None:
-        spent = self.buckets.drain_spent()
+    async def take(
+        self, engine: Engine, rules: list[RateRule], client: str
+    ) -> tuple[RateRule | None, float]:
+        """Take a token of every rule's shared bucket; return the refusing rule and its wait."""
         try:
-            if spent:
-                balances = await run_in_threadpool(self.sync, engine, spent)
-                for key, tokens in balances.items():
-                    self.buckets.adopt(key, tokens)
-        except Exception as exc:  # the limiter must not fail requests: keep local buckets
-            self.buckets.restore_spent(spent)
-            logger.warning("rate-limit sync failed: %s", type(exc).__name__)
+            refused = await run_in_threadpool(self._take, engine, rules, client)
+        except Exception as exc:  # the limiter must not fail requests: use local buckets
+            if not self._failing:
+                logger.warning("shared rate-limit take failed: %s", type(exc).__name__)
+            self._failing = True
+            return take_local(self.buckets, rules, client)
+        self._failing = False
+        if refused is None:
+            return None, 0.0
+        index, tokens = refused
+        rule = rules[index]
+        return rule, (1.0 - tokens) / rule.per_second
+
+    def _take(self, engine: Engine, rules: list[RateRule], client: str) -> tuple[int, float] | None:
+        wanted = [
+            (_shared_name((rule.name, client)), rule.per_second, float(rule.burst))
+            for rule in rules
+        ]
+        with engine.connect().execution_options(**{WRITE_TRANSACTION: True}) as connection:
+            transaction = connection.begin()
+            refused = rate_limit_repository.take(connection, wanted)
+            if refused is None:
+                transaction.commit()
+            else:
+                transaction.rollback()  # the buckets that gave a token keep it
+            now_s = self._clock()
+            if now_s - self._forgot_s >= FORGET_EVERY_S:
+                self._forgot_s = now_s
+                with connection.begin():
+                    rate_limit_repository.forget_idle(connection, now_s - IDLE_BUCKET_S)
+        return refused
+
+    def schedule(self, engine: Engine) -> None:
+        """Sync now if due, else once the interval has passed (one sync at a time)."""
+        if self._task is None:
+            delay_s = max(0.0, self._last_s + self.sync_s - self._clock())
+            self._task = asyncio.get_running_loop().create_task(self._run(engine, delay_s))
+
+    async def _run(self, engine: Engine, delay_s: float) -> None:
+        try:
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            self._last_s = self._clock()
+            spent = self.buckets.drain_spent()
+            try:
+                if spent:
+                    balances = await run_in_threadpool(self.sync, engine, spent)
+                    for key, tokens in balances.items():
+                        self.buckets.adopt(key, tokens)
+            except Exception as exc:  # the limiter must not fail requests: keep local buckets
+                self.buckets.restore_spent(spent)
+                logger.warning("rate-limit sync failed: %s", type(exc).__name__)
         finally:
             self._task = None
+        if self.buckets.unsynced():  # spent during this sync (or a failed one): flush it too
+            self.schedule(engine)
 
     def sync(
         self, engine: Engine, spent: dict[tuple[str, str], float]
@@ -178,6 +246,17 @@ class SharedBuckets:
             balances = rate_limit_repository.spend_all(connection, wanted, now_s)
             rate_limit_repository.forget_idle(connection, now_s - IDLE_BUCKET_S)
         return {key: balances[_shared_name(key)] for key in spent}
+
+
+def take_local(
+    buckets: TokenBuckets, rules: list[RateRule], client: str
+) -> tuple[RateRule | None, float]:
+    """Take a token of every rule's local bucket; return the refusing rule and its wait."""
+    for rule in rules:  # every bucket of the operation must hold a token
+        wait_s = buckets.take(rule, client)
+        if wait_s > 0:
+            return rule, wait_s
+    return None, 0.0
 
 
 def _too_many(rule: RateRule, retry_after_s: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -245,15 +324,13 @@ class RateLimitMiddleware:
             rules = self._rules.get((scope["method"], scope["path"].rstrip("/") or "/"))
             if rules is not None:
                 client = await self._client(scope)
-                refused: RateRule | None = None
-                wait_s = 0.0
-                for rule in rules:  # every bucket of the operation must hold a token
-                    wait_s = self.buckets.take(rule, client)
-                    if wait_s > 0:
-                        refused = rule
-                        break
-                if self.shared is not None and self.shared.due():
-                    self.shared.start(scope["app"].state.engine)
+                shared, engine = self.shared, getattr(scope["app"].state, "engine", None)
+                if shared is not None and engine is not None and shared.atomic(engine):
+                    refused, wait_s = await shared.take(engine, rules, client)
+                else:
+                    refused, wait_s = take_local(self.buckets, rules, client)
+                    if shared is not None and engine is not None:
+                        shared.schedule(engine)
                 if refused is not None:
                     headers, body = _too_many(refused, max(1, math.ceil(wait_s)))
                     await send({"type": "http.response.start", "status": 429, "headers": headers})

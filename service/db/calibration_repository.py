@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, aliased
 
 from service.db.models import (
     VISIBILITY_PUBLISHED,
+    ApiKeyRow,
     CalibrationMeasurementRow,
     CalibrationProfileRow,
     IdempotencyKeyRow,
@@ -23,12 +24,21 @@ def visible_to(viewer: Any) -> ColumnElement[bool]:
     """Whether a profile is visible to ``viewer`` (an API key's lookup prefix, "" anonymous).
 
     Published profiles are everyone's; a private one only its owner's (an owner "" never
-    matches, so an anonymous caller sees only published profiles).
+    matches, so an anonymous caller sees only published profiles), and only while the
+    owner's key is not revoked: that is read here, in the statement that lists, reads or
+    chooses the profile, so a revocation holds from the next request on every replica
+    whatever the processes' key caches hold (``api.keys.KeyVerifier`` caches only that a
+    key's secret matches its prefix, which never changes).
     """
     table = CalibrationProfileRow
+    active_key = (
+        select(ApiKeyRow.id)
+        .where(ApiKeyRow.prefix == viewer, ApiKeyRow.revoked_at.is_(None))
+        .exists()
+    )
     return or_(
         table.visibility == VISIBILITY_PUBLISHED,
-        and_(table.owner != "", table.owner == viewer),
+        and_(table.owner != "", table.owner == viewer, active_key),
     )
 
 

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.app import create_app
 from service.client.measurement_files import read_measurement_file
+from service.db.session import make_engine, make_session_factory, session_scope
+from service.services.auth import revoke_key
 from service.services.calibration import check_visibility
 from service.services.errors import FieldError
+from service.settings import Settings
 
 GEMM = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
 ESTIMATE = {
@@ -140,6 +144,128 @@ def test_batches_and_intensity_apply_the_same_visibility(
     assert client.post("/v1/intensity", json=step, headers=headers(keys["bob"])).status_code == 404
     mine = client.post("/v1/intensity", json=step, headers=headers(keys["alice"]))
     assert mine.status_code == 200 and mine.json()["calibration"]["id"] == profiles["private"]
+
+
+def test_a_revoked_key_loses_its_private_profiles_on_the_next_request_everywhere(
+    client: TestClient,
+    other_worker: TestClient,
+    keys: dict[str, str],
+    profiles: dict[str, str],
+    settings: Settings,
+) -> None:
+    """Two app instances on one database (two replicas): both have just verified Alice's key
+    (cached for KEY_CACHE_TTL_S = 30 s). The key is revoked as `ridgeline revoke-key` does;
+    the very next request on each instance, with no time passing, sees published profiles only:
+    the listing, the profile and its measurements, "auto" and the id in an estimate."""
+    alice, private = keys["alice"], profiles["private"]
+    for app in (client, other_worker):
+        assert chosen(app, alice) == private  # the key is verified and cached on both
+        assert app.get(f"/v1/calibrations/{private}", headers=headers(alice)).status_code == 200
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            revoke_key(session, alice.split("_")[1])
+    finally:
+        engine.dispose()
+    for app in (client, other_worker):
+        listed = app.get("/v1/calibrations", headers=headers(alice)).json()["items"]
+        assert [p["id"] for p in listed] == [profiles["published"]]
+        for path in (f"/v1/calibrations/{private}", f"/v1/calibrations/{private}/measurements"):
+            assert app.get(path, headers=headers(alice)).status_code == 404, path
+        assert chosen(app, alice) == profiles["published"]
+        assert chosen(app, alice, private) == 404
+
+
+PLAN = {
+    "models": ["llama-3.1-8b"],
+    "accelerators": ["h100-sxm"],
+    "workload": "chat",
+    "slo": {"ttft_ms_max": 5000, "tpot_ms_max": 200},
+    "concurrency_levels": 4,
+}
+CHARTS: dict[str, dict[str, str]] = {
+    "roofline": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "batch_sizes": "1,8"},
+    "sweep": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "batch_sizes": "1,8"},
+    "traffic": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "rates": "1,2"},
+    "frontier": {"models": "llama-3.1-8b", "accelerators": "h100-sxm", "workload": "chat"},
+}
+
+
+@pytest.fixture
+def unlimited(settings: Settings) -> Iterator[TestClient]:
+    """A client without rate limits: these tests send more heavy requests than its burst."""
+    app = create_app(settings.model_copy(update={"rate_limit_enabled": False}))
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def distinct(unlimited: TestClient, keys: dict[str, str]) -> dict[str, str]:
+    """Alice publishes a profile, then stores a newer private one fitted on the same GEMMs
+    measured 1.5x slower, so that charts drawn with one or the other differ."""
+    rows = read_measurement_file(GEMM, accelerator="h100-sxm").measurements
+    slower = [{**row, "latency_ms": row["latency_ms"] * 1.5} for row in rows]
+    ids = {}
+    for name, measurements, query in (
+        ("published", rows, {}),
+        ("private", slower, {"visibility": "private"}),
+    ):
+        response = unlimited.post(
+            "/v1/calibrations",
+            params=query,
+            json={"accelerator": "h100-sxm", "name": name, "measurements": measurements},
+            headers=headers(keys["alice"]),
+        )
+        assert response.status_code == 201, response.text
+        ids[name] = response.json()["id"]
+    return ids
+
+
+def plan_calibrations(client: TestClient, key: str | None, calibration: str = "auto") -> Any:
+    response = client.post(
+        "/v1/plans", json={**PLAN, "calibration": calibration}, headers=headers(key)
+    )
+    if response.status_code != 200:
+        return response.status_code
+    configurations = response.json()["configurations"]
+    assert configurations
+    return {c["calibration"]["id"] for c in configurations}
+
+
+def test_plans_use_a_private_profile_only_with_its_owners_key(
+    unlimited: TestClient, keys: dict[str, str], distinct: dict[str, str]
+) -> None:
+    alice, bob, private = keys["alice"], keys["bob"], distinct["private"]
+    assert plan_calibrations(unlimited, alice) == {private}  # "auto": her own, newest
+    assert plan_calibrations(unlimited, bob) == {distinct["published"]}
+    assert plan_calibrations(unlimited, None) == {distinct["published"]}
+    assert plan_calibrations(unlimited, alice, private) == {private}
+    for key in (bob, None, "rl_0123456789ab_not-a-real-key"):
+        assert plan_calibrations(unlimited, key, private) == 404, key
+
+
+def chart(client: TestClient, name: str, key: str | None, calibration: str) -> Any:
+    params = {**CHARTS[name], "calibration": calibration, "format": "vega"}
+    response = client.get(f"/v1/charts/{name}", params=params, headers=headers(key))
+    return response.json() if response.status_code == 200 else response.status_code
+
+
+@pytest.mark.parametrize("name", sorted(CHARTS))
+def test_charts_use_a_private_profile_only_with_its_owners_key(
+    unlimited: TestClient, keys: dict[str, str], distinct: dict[str, str], name: str
+) -> None:
+    """The private profile's fit is 1.5x slower, so its chart differs from the published one's:
+    another caller's "auto" draws the published profile's chart, and its id is a 404."""
+    alice, bob, private = keys["alice"], keys["bob"], distinct["private"]
+    published_chart = chart(unlimited, name, bob, distinct["published"])
+    private_chart = chart(unlimited, name, alice, private)
+    assert isinstance(published_chart, dict) and isinstance(private_chart, dict)
+    assert published_chart != private_chart
+    assert chart(unlimited, name, alice, "auto") == private_chart
+    assert chart(unlimited, name, bob, "auto") == published_chart
+    assert chart(unlimited, name, None, "auto") == published_chart
+    assert chart(unlimited, name, bob, private) == 404
+    assert chart(unlimited, name, None, private) == 404
 
 
 def test_visibility_must_be_published_or_private(client: TestClient, keys: dict[str, str]) -> None:

@@ -116,26 +116,41 @@ def test_if_match_holds_across_replicas(replicas: list[LiveServer]) -> None:
         assert statuses == [200, 412], round_
 
 
-def test_rate_limits_are_shared_by_the_replicas(replicas: list[LiveServer]) -> None:
+def test_rate_limits_are_shared_by_the_replicas(
+    replicas: list[LiveServer], database_factory: Any
+) -> None:
+    """One client's estimate bucket (burst 5, refill 0.01/s) is one bucket on all replicas.
+
+    Replica 0 spends the burst; the sixth request is refused. Then the two other replicas are
+    asked three times each, 0.2 s apart (a forged X-Forwarded-For from loopback, not a trusted
+    proxy, buys nothing). The whole test lasts under 5 s, so the refill adds at most
+    5 x 0.01 = 0.05 of a token: no further request may be admitted anywhere.
+    """
+
     def status(server: LiveServer, forwarded: str | None = None) -> int:
         headers = {"X-Forwarded-For": forwarded} if forwarded else {}
         return httpx.post(
             f"{server.base_url}/v1/estimates", json=ESTIMATE, headers=headers, timeout=30
         ).status_code
 
-    spent = [status(replicas[0]) for _ in range(BURST)]
-    assert spent == [200] * BURST
-    status(replicas[0])  # refused; starts the sync of the spending above
-    time.sleep(0.5)
+    spent = [status(replicas[0]) for _ in range(BURST + 1)]
+    assert spent == [200] * BURST + [429]
+    time.sleep(0.5)  # SQLite: replica 0's spending reaches the shared bucket within 0.1 s
     others = []
     for _ in range(3):
         for server in replicas[1:]:
             others.append(status(server, forwarded=f"10.9.{len(others)}.1"))
         time.sleep(0.2)
-    # Each other replica may spend one local token before it learns the shared balance;
-    # a forged X-Forwarded-For from loopback (not a trusted proxy) buys nothing.
-    assert others.count(200) <= REPLICAS - 1, others
-    assert others[-2:] == [429, 429]
+    if database_factory.is_postgres:
+        # Tokens are taken in the database per request, atomically: the documented bound is
+        # exact, so the replicas together admit the burst and nothing more.
+        assert others == [429] * len(others)
+    else:
+        # SQLite (one node) exchanges spending every 0.1 s: a replica may spend from its
+        # fresh local copy until its first sync returns (the documented bound,
+        # (P - 1) x (burst + rate x sync_s), is 10 here: more than these 6 requests, so only
+        # the end is pinned); once it has, the shared, empty bucket governs.
+        assert others[-2:] == [429, 429], others
 
 
 def test_idempotency_key_gives_one_profile_across_replicas(replicas: list[LiveServer]) -> None:
