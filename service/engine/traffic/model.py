@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.engine.efficiency import EfficiencyParams, engine_only
+from service.engine.efficiency import HARNESS_TERMS, EfficiencyParams, engine_only
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
@@ -58,8 +58,6 @@ GOODPUT_STEPS = 7  # bisection halvings: the rate is found to 1/128 of the satur
 GOODPUT_FLOOR_SHARE = 1.0 / 64.0  # lowest rate probed, as a share of the capacity
 GOODPUT_CEILING = 1.25  # highest rate probed, as a multiple of the capacity
 SATURATION_SHARE = 0.9  # a goodput this close to the capacity is limited by it
-# serving.py's closed-loop harness terms: never used by the traffic model (set to zero).
-HARNESS_TERMS = ("admission_wait_steps", "prefill_queue_share")
 METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "queue_wait_ms")
 LEVELS = (50.0, 90.0, 99.0)
 
@@ -458,8 +456,8 @@ def closed_loop_capacity(
     """
     held = max(int(config.kv_capacity_tokens // (mean_input_tokens + mean_output_tokens)), 1)
     slots = min(config.max_running, held)
-    known = params.to_dict()
-    harness = {name: 0.0 for name in HARNESS_TERMS if name in known}
+    # serving.py's closed-loop harness terms: never used by the traffic model (set to zero)
+    harness = dict.fromkeys(HARNESS_TERMS, 0.0)
     chunk = min(max(float(config.max_num_batched_tokens), 64.0), 1_048_576.0)
     state = serving_state(
         model,
