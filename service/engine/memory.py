@@ -12,7 +12,11 @@ import numpy.typing as npt
 from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, Hardware, as_array
-from service.engine.mamba import Mamba2Rank, mamba_state_bytes_per_element
+from service.engine.mamba import (
+    Mamba2Rank,
+    conv_state_bytes_per_element,
+    ssm_state_bytes_per_element,
+)
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -232,15 +236,18 @@ def mamba_state_bytes_per_sequence(
 ) -> float:
     """Return the recurrent state one sequence holds on one GPU, whatever its length.
 
-    Per Mamba2 layer on a TP rank: the SSM state (H/tp)·P·N plus the conv state
-    (K − 1)·(d_inner/tp + 2·G_rank·N), in the model dtype (mamba.mamba_state_bytes_per_element).
+    Per Mamba2 layer on a TP rank: the SSM state (H/tp)·P·N in ``precision.ssm_state``
+    (mamba.ssm_state_bytes_per_element) plus the conv state (K − 1)·(d_inner/tp + 2·G_rank·N)
+    in the model dtype (mamba.conv_state_bytes_per_element).
     """
     if not model.num_mamba_layers:
         return 0.0
     r = Mamba2Rank.of(model, parallelism)
     layers = model.num_mamba_layers * parallelism.layers_per_stage(model) / model.num_layers
-    elements = r.ssm_state_elements + r.conv_state_elements
-    return float(layers * elements * mamba_state_bytes_per_element(precision))
+    per_layer = r.ssm_state_elements * ssm_state_bytes_per_element(
+        precision
+    ) + r.conv_state_elements * conv_state_bytes_per_element(precision)
+    return float(layers * per_layer)
 
 
 def activation_bytes(

@@ -120,7 +120,12 @@ def _finite(value: float | None) -> float | None:
 @functools.lru_cache(maxsize=256)
 def _precision(p: Precision) -> dict[str, str]:
     """Return a precision's JSON (memoised: answers share these dicts, never modify them)."""
-    return {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache}
+    return {
+        "weights": p.weights,
+        "activations": p.activations,
+        "kv_cache": p.kv_cache,
+        "ssm_state": p.ssm_state,
+    }
 
 
 @functools.lru_cache(maxsize=256)

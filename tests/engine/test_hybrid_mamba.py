@@ -19,7 +19,7 @@ import pytest
 from engine_refs import make_h100
 
 from service.engine.efficiency import DEFAULT_EFFICIENCY
-from service.engine.errors import InvalidLayoutError, InvalidShapeError
+from service.engine.errors import InvalidLayoutError, InvalidShapeError, UnsupportedDtypeError
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.kernels import collective_cost
 from service.engine.memory import (
@@ -31,7 +31,7 @@ from service.engine.memory import (
 from service.engine.operators import OperatorRow, StepCost, decode_step, prefill_step
 from service.engine.parallel import Parallelism
 from service.engine.param_count import count_parameters
-from service.engine.precision import BF16
+from service.engine.precision import BF16, Precision
 from service.engine.shapes import ModelShape
 
 CONFIG = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
@@ -130,6 +130,71 @@ def test_kv_cache_and_state_bytes_per_sequence(nemotron: ModelShape) -> None:
     assert kv8.per_token_bytes == 10 * 2 * 128 * 2 == 5120
     assert mamba_state_bytes_per_sequence(nemotron, BF16, TP8) == state8 == 57_452_544
     assert float(kv8.for_context(8192)) == 5120 * 8192 + state8
+
+
+def test_ssm_state_dtype_fp32_vs_bf16_by_hand(nemotron: ModelShape) -> None:
+    """State bytes per sequence of Nemotron-H-56B (TP1), from its config.json.
+
+    Per Mamba2 layer: SSM state mamba_num_heads × mamba_head_dim × ssm_state_size
+    = 256 × 64 × 256 = 4,194,304 elements; conv state (conv_kernel − 1) × (d_inner + 2 ×
+    n_groups × ssm_state_size) = 3 × (16384 + 2 × 8 × 256) = 3 × 20480 = 61,440 elements; 54
+    Mamba2 layers (the M letters of hybrid_override_pattern).
+    - bf16 (``auto``: the model dtype, vLLM's default): 54 × (4,194,304 + 61,440) × 2 B
+      = 459,620,352 B.
+    - fp32 SSM state (vLLM --mamba-ssm-cache-dtype float32; the conv state stays bf16):
+      54 × (4,194,304 × 4 + 61,440 × 2) = 54 × 16,900,096 = 912,605,184 B.
+    """
+    ssm, conv, layers = 256 * 64 * 256, 3 * (16384 + 2 * 8 * 256), 54
+    assert (ssm, conv) == (4_194_304, 61_440)
+    auto = mamba_state_bytes_per_sequence(nemotron, BF16)
+    bf16 = mamba_state_bytes_per_sequence(nemotron, Precision(ssm_state="bf16"))
+    fp32 = mamba_state_bytes_per_sequence(nemotron, Precision(ssm_state="fp32"))
+    assert auto == bf16 == layers * (ssm + conv) * 2 == 459_620_352
+    assert fp32 == layers * (ssm * 4 + conv * 2) == 912_605_184
+    # The per-sequence constant of the KV budget follows it.
+    kv = kv_cache_bytes_per_token(nemotron, Precision(ssm_state="fp32"))
+    assert kv.state_bytes_per_sequence == 912_605_184
+    assert kv.per_token_bytes == 40_960  # attention KV is unchanged
+
+
+def test_ssm_state_dtype_sets_the_decode_state_traffic(nemotron: ModelShape) -> None:
+    # TP8 decode, B = 4 cached sequences, per Mamba2 layer: the scan reads and writes the SSM
+    # state 32·64·256 elements at 4 B (fp32) instead of 2 B; x, B, C, dt and y stay 2 B:
+    # (2·2048 + 512 + 32)·2 + 2·32·64·256·4 = 9,280 + 4,194,304 = 4,203,584 B per sequence.
+    # The conv state 3·2560 stays in the model dtype (2 B), so conv1d bytes do not change.
+    rows = {
+        r.name: r
+        for r in decode_step(
+            nemotron,
+            make_h100(),
+            precision=Precision(ssm_state="fp32"),
+            params=DEFAULT_EFFICIENCY,
+            batch_size=4.0,
+            context_tokens=1024.0,
+            parallelism=TP8,
+        ).rows
+    }
+    scan = float(rows["mamba_ssm_scan"].bytes) / 54
+    assert scan == pytest.approx(4 * ((2 * 2048 + 512 + 32) * 2 + 2 * 32 * 64 * 256 * 4))
+    assert scan == pytest.approx(4 * 4_203_584)
+    conv = float(rows["mamba_conv1d"].bytes) / 54
+    assert conv == pytest.approx(4 * (2 * 2560 * 2 + 2 * 3 * 2560 * 2))
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "int8", "float32", "tf32"])
+def test_ssm_state_dtype_outside_the_engines_choices_is_refused(dtype: str) -> None:
+    with pytest.raises(UnsupportedDtypeError, match=f"ssm_state dtype '{dtype}'"):
+        Precision(ssm_state=dtype).validate()
+
+
+def test_models_without_mamba_layers_ignore_the_ssm_state_dtype() -> None:
+    llama = ModelShape(
+        id="l", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128,
+        intermediate_size=14336, vocab_size=128256,
+    )  # fmt: skip
+    fp32 = kv_cache_bytes_per_token(llama, Precision(ssm_state="fp32"))
+    assert fp32 == kv_cache_bytes_per_token(llama, BF16)
+    assert fp32.state_bytes_per_sequence == 0.0
 
 
 def test_max_batch_on_8x_h100_counts_the_state(nemotron: ModelShape) -> None:
