@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from service.engine.errors import InvalidLayoutError, InvalidShapeError, Unsuppo
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.kernels import collective_cost
 from service.engine.memory import (
+    kv_budget,
     kv_cache_bytes_per_token,
     mamba_state_bytes_per_sequence,
     max_batch_size,
@@ -33,6 +34,8 @@ from service.engine.parallel import Parallelism
 from service.engine.param_count import count_parameters
 from service.engine.precision import BF16, Precision
 from service.engine.shapes import ModelShape
+from service.engine.traffic.model import scheduler_config
+from service.engine.traffic.scheduler import simulate
 
 CONFIG = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
 NAME = "nvidia--Nemotron-H-56B-Base-8K"
@@ -288,3 +291,71 @@ def test_pattern_validation(nemotron: ModelShape) -> None:
         dataclasses.replace(nemotron, layer_pattern="M-" * 59).validate()
     with pytest.raises(InvalidShapeError, match="must be positive for Mamba2 layers"):
         dataclasses.replace(nemotron, ssm_state_size=0).validate()
+
+
+class _ConstantSteps:
+    """Every step takes 1 ms (the admission limit, not the timing, is under test)."""
+
+    def step_s(
+        self, decode_sequences: float, context_sum: float, pieces: Sequence[tuple[float, float]]
+    ) -> float:
+        return 1e-3
+
+    def decode_s(self, sequences: int, context_sum: float) -> float:
+        return 1e-3
+
+    def decode_leap(self, sequences: int, context_sum: float) -> tuple[float, float]:
+        return 1e-3, 0.0
+
+
+def test_traffic_admits_requests_with_their_mamba_state_on_one_h100(
+    nemotron: ModelShape,
+) -> None:
+    """Nemotron-H-56B, fp8 weights on one H100 (80 GB), 8192-token steps, requests of
+    1024 + 1024 tokens.
+
+    Weights: fp8 decoder linears 10·(2·8192·8192 + 2·8192·1024) + 54·(8192·37120 +
+    16384·8192) + 54·2·8192·32768 = 54,169,436,160 × (1 + 4/16384 block scales)
+    = 54,182,661,120 B; bf16 norms, conv, embedding and head 2,154,914,304 × 2
+    = 4,309,828,608 B → 58,492,489,728 B. Activations of 8192 tokens: (2·8192 + 2·32768) × 2 B
+    = 163,840 B per token → 1,342,177,280 B. Free = 0.9·80e9 − 58,492,489,728 − 1.5e9
+    − 1,342,177,280 = 10,665,332,992 B.
+    Per request: KV of the 10 attention layers 40,960 B/token × 2048 = 83,886,080 B, plus the
+    Mamba2 state 459,620,352 B (54 layers, test_ssm_state_dtype_fp32_vs_bf16_by_hand) =
+    543,506,432 B → ⌊19.6⌋ = 19 requests (127 if the state were left out: free / 83,886,080).
+    The state is 459,620,352 / 40,960 = 11,221.2 tokens' worth of KV cache per request.
+    With an fp32 SSM state (912,605,184 B) a request takes 996,491,264 B → 10.
+    """
+    fp8 = Precision(weights="fp8")
+    free = 0.9 * 80e9 - 58_492_489_728 - 1.5e9 - 8192 * 163_840
+    assert free == 10_665_332_992
+    budget = kv_budget(nemotron, make_h100(), precision=fp8, parallelism=Parallelism(),
+                       step_tokens=8192)  # fmt: skip
+    assert budget.free_bytes == pytest.approx(free)
+    assert budget.per_token_bytes == 40_960
+    assert budget.state_tokens_per_request == pytest.approx(459_620_352 / 40_960)
+    assert budget.requests(2048) == int(free // (40_960 * 2048 + 459_620_352)) == 19
+    assert int(free // (40_960 * 2048)) == 127
+    config = scheduler_config(
+        nemotron,
+        make_h100(),
+        precision=fp8,
+        parallelism=Parallelism(),
+        max_num_batched_tokens=8192,
+        max_running_requests=None,
+        scheduling="decode_first",
+    )
+    assert config.requests_held(2048) == 19
+    # Sixty requests arriving at once: the scheduler runs at most 19 of them together.
+    timeline = simulate([0.0] * 60, [1024] * 60, [1024] * 60, config, _ConstantSteps())
+    assert timeline.peak_running == 19
+    fp32 = scheduler_config(
+        nemotron,
+        make_h100(),
+        precision=Precision(weights="fp8", ssm_state="fp32"),
+        parallelism=Parallelism(),
+        max_num_batched_tokens=8192,
+        max_running_requests=None,
+        scheduling="decode_first",
+    )
+    assert fp32.requests_held(2048) == int(free // (40_960 * 2048 + 912_605_184)) == 10
