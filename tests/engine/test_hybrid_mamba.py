@@ -77,7 +77,7 @@ def test_import_reads_the_pattern_and_mamba2_dims(nemotron: ModelShape) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("hybrid_override_pattern", "ME*-", "unsupported block letters ['E']"),
+        ("hybrid_override_pattern", "ME*-", "unsupported block letters ['E'] (E: MoE FFN"),
         ("hybrid_override_pattern", "M*-", "has 3 letters for num_hidden_layers 118"),
         ("mamba_num_heads", 128, "must equal expand × hidden_size (16384)"),
     ],
@@ -359,3 +359,28 @@ def test_traffic_admits_requests_with_their_mamba_state_on_one_h100(
         scheduling="decode_first",
     )
     assert fp32.requests_held(2048) == int(free // (40_960 * 2048 + 912_605_184)) == 10
+
+
+def test_moe_ffn_blocks_of_a_hybrid_pattern_by_hand(nemotron: ModelShape) -> None:
+    """A hybrid shape whose FFN blocks are MoE (what the importer refuses to guess from a
+    config's E letters): Nemotron-H-56B with 4 experts of width 4096, 2 per token, on its 54
+    FFN blocks (TP1, bf16).
+
+    Dense MLP block: up + down 2·8192·32768 = 536,870,912 weights; MoE block: 4 experts ×
+    2·8192·4096 = 268,435,456 quantized weights plus a 8192 × 4 router (16-bit) = 32,768.
+    Weights drop by 54 × 268,435,456 × 2 B = 28,991,029,248 B and the routers add
+    54 × 32,768 × 2 B = 3,538,944 B. Active parameters leave out 2 idle experts per block:
+    total − 54 × 2 × 67,108,864 = 41,830,605,312 − 7,247,757,312 = 34,582,848,000.
+    """
+    moe = dataclasses.replace(
+        nemotron, num_experts=4, experts_per_token=2, moe_intermediate_size=4096,
+        intermediate_size=0,
+    )  # fmt: skip
+    moe.validate()
+    assert (moe.num_moe_layers, moe.num_dense_ffn_layers) == (54, 0)
+    dense_w, moe_w = weight_bytes_per_gpu(nemotron, BF16), weight_bytes_per_gpu(moe, BF16)
+    assert dense_w.quantized_bytes - moe_w.quantized_bytes == 54 * 268_435_456 * 2
+    assert moe_w.unquantized_bytes - dense_w.unquantized_bytes == 54 * 32_768 * 2
+    count = count_parameters(moe)
+    assert count.total == 56_324_350_464 - 54 * 268_435_456 + 54 * 32_768 == 41_830_605_312
+    assert count.active == count.total - 54 * 2 * 67_108_864 == 34_582_848_000
