@@ -2,8 +2,9 @@
 
 Every row is for one tensor-parallel rank (tp splits heads, FFN/expert columns and the
 vocabulary) summed over all layers along the step's critical path: pipeline stages run one after
-the other for a step, so pp does not shorten the step; it adds stage sends (and leaves each
-stage idle (pp−1)/pp of the step, the pipeline bubble of an un-interleaved schedule).
+the other for a step, so pp does not shorten the step; it adds stage sends (pp·v − 1 with v
+interleaved virtual stages) and leaves each stage idle (pp−1)/pp of the step, the bubble of one
+batch, which interleaving does not shorten (``Parallelism.pipeline_bubble_fraction``).
 """
 
 from __future__ import annotations
@@ -547,7 +548,8 @@ class _StepBuilder:
             cost = collective_cost(
                 "send", 2, activation_bytes, accelerator=self.acc, params=self.params
             )
-            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp - 1))
+            # One send per stage boundary: pp·v − 1 with v interleaved virtual stages.
+            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp_boundaries))
 
     def build(self) -> StepCost:
         self.embedding()

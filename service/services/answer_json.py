@@ -73,6 +73,7 @@ def target_echo(target: AnalysisTarget, used: Precision, model: ModelShape) -> d
             "pp": layout.pp,
             "ep": layout.ep,
             "attention_dp": layout.attention_dp,
+            "pp_virtual_stages": layout.pp_virtual_stages,
             "dp": target.dp,
         },
     }

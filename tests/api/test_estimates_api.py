@@ -339,6 +339,7 @@ def test_deepseek_v3_layouts_are_estimable(
         "pp": 1,
         "ep": 1,
         "attention_dp": 1,
+        "pp_virtual_stages": 1,
         "dp": 1,
         **parallelism,
     }
@@ -480,3 +481,23 @@ def test_unknown_ssm_state_dtype_is_a_422_naming_the_field(client: TestClient, d
     assert response.status_code == 422
     fields = [e["field"] for e in response.json()["errors"]]
     assert "precision.ssm_state" in fields
+
+
+def test_pp_virtual_stages_is_echoed_and_checked_against_the_layout(
+    client: TestClient,
+) -> None:
+    interleaved = post(client, parallelism={"pp": 2, "pp_virtual_stages": 2}, batch_sizes=[8])
+    assert interleaved["parallelism"]["pp_virtual_stages"] == 2
+    assert interleaved["gpus_per_replica"] == 2  # virtual stages add no GPUs
+    plain = post(client, parallelism={"pp": 2}, batch_sizes=[8])
+    # Two more stage sends per step (pp·v − 1 = 3 instead of 1): a little slower.
+    assert interleaved["points"][0]["tpot_ms"] > plain["points"][0]["tpot_ms"]
+    for layout, message in (
+        ({"pp_virtual_stages": 2}, "needs pp > 1"),
+        ({"pp": 4, "pp_virtual_stages": 16}, "exceeds num_layers=32"),
+    ):
+        response = client.post("/v1/estimates", json=body(parallelism=layout))
+        assert response.status_code == 422, response.text
+        error = response.json()["errors"][0]
+        assert error["field"] == "parallelism.pp_virtual_stages"
+        assert message in error["message"]

@@ -118,7 +118,11 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
             ssm_state=p.ssm_state or "auto",
         ),
         parallelism=Parallelism(
-            tp=layout.tp, pp=layout.pp, ep=layout.ep, attention_dp=layout.attention_dp
+            tp=layout.tp,
+            pp=layout.pp,
+            ep=layout.ep,
+            attention_dp=layout.attention_dp,
+            pp_virtual_stages=layout.pp_virtual_stages,
         ),
         backend=body.backend,
         calibration=body.calibration,

@@ -95,6 +95,13 @@ class LayoutIn(BaseModel):
     pp: Degree = 1
     ep: Degree = 1
     attention_dp: Degree = 1
+    pp_virtual_stages: Degree = Field(
+        default=1,
+        description="Interleaved pipeline (Megatron-LM virtual stages): v chunks of layers per "
+        "GPU, pp·v − 1 stage sends per pass (pp·v ≤ num_layers, v > 1 needs pp > 1). One "
+        "batch's pipeline bubble stays (pp − 1)/pp: interleaving shortens it only for batches "
+        "split into micro-batches.",
+    )
 
 
 class ParallelismIn(LayoutIn):
