@@ -37,7 +37,7 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE = "https://ridgeline.dev/problems/"
 FASTAPI_BODY_ERROR = "There was an error parsing the body"
 _LOCATION_KINDS = {"body", "query", "path", "header", "cookie"}
-_LAYOUT_FIELD = re.compile(r"^(tp|pp|ep|attention_dp|dp)\b")
+_LAYOUT_FIELD = re.compile(r"^(tp|pp_virtual_stages|pp|ep|attention_dp|dp)\b")
 
 
 def problem_body(

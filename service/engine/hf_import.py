@@ -12,8 +12,25 @@ from service.engine.shapes import ModelShape
 _MISSING: Any = object()
 
 # model_types that exist but whose architecture this importer cannot represent faithfully.
+# Hybrid families with MoE or other recurrent mixers: the engine models Mamba2 mixers (with a
+# dense or MoE FFN on a pattern's FFN blocks), not these layer kinds, and no real config of
+# them is among the fixtures (tests/data/hf_configs) to pin their keys.
 _KNOWN_UNSUPPORTED = {
     "gemma4": "per-layer head widths and shared K/V layers",
+    # Jamba (arXiv:2403.19887 §2): Mamba-1 mixers (selective scan with a dt_rank projection,
+    # not Mamba2's SSD), attention every attn_layer_period layers, MoE every
+    # expert_layer_period layers (HF JambaConfig).
+    "jamba": "Mamba-1 mixers (not Mamba2), attention every attn_layer_period layers and MoE "
+    "FFNs every expert_layer_period layers",
+    # Qwen3-Next (HF Qwen3NextConfig): Gated DeltaNet linear attention on 3 of 4 layers, gated
+    # full attention on the 4th, an MoE FFN with a shared expert on every layer.
+    "qwen3_next": "Gated DeltaNet linear-attention layers (layer_types linear_attention) and "
+    "gated attention, with MoE FFNs",
+    # Granite 4.0 (HF GraniteMoeHybridConfig): Mamba2 and attention blocks (layer_types), MoE
+    # FFNs with a shared expert.
+    "granitemoehybrid": "Mamba2/attention layer_types with MoE FFNs and shared experts",
+    # Falcon-H1 (HF FalconH1Config): attention and Mamba2 heads side by side in every layer.
+    "falcon_h1": "parallel attention and Mamba2 mixers within each layer",
 }
 
 
@@ -347,10 +364,14 @@ def _nemotron_h(cfg: _Config) -> dict[str, object]:
         raise InvalidShapeError(cfg.name("hybrid_override_pattern"), "required string is missing")
     unknown = sorted(set(pattern) - {"M", "*", "-"})
     if unknown:
-        # Nemotron-3 configs add E (MoE blocks), which this importer does not model yet.
+        # Nemotron-3 configs add E (MoE blocks); no real Nemotron-3 config.json is among the
+        # fixtures to pin its expert keys, so the importer refuses it rather than guess them.
+        moe = " (E: MoE FFN blocks, whose expert keys are not read)" if "E" in unknown else ""
         raise InvalidShapeError(
             cfg.name("hybrid_override_pattern"),
-            f"unsupported block letters {unknown}; M (Mamba2), * (attention), - (MLP) only",
+            f"unsupported block letters {unknown}{moe}; M (Mamba2), * (attention), - (MLP) "
+            "only; a model shape may give its MoE blocks as - with num_experts (every FFN "
+            "block after first_dense_layers is then MoE)",
         )
     data = dict(cfg.data)
     if cfg.has("attention_head_dim"):

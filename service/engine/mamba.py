@@ -84,11 +84,22 @@ class Mamba2Rank:
         return np.asarray(2.0 * macs, dtype=np.float64)
 
 
-def mamba_state_bytes_per_element(precision: Precision) -> float:
-    """Bytes per SSM and conv state element: the model dtype.
+def conv_state_bytes_per_element(precision: Precision) -> float:
+    """Bytes per conv state element: the model dtype.
 
-    vLLM's MambaStateDtypeCalculator keeps both states in the model dtype unless
-    --mamba-cache-dtype / --mamba-ssm-cache-dtype say otherwise (both default "auto");
+    vLLM's MambaStateDtypeCalculator keeps the conv state in the model dtype unless
+    --mamba-cache-dtype says otherwise (default "auto");
     https://docs.vllm.ai/en/v0.11.2/api/vllm/model_executor/layers/mamba/mamba_utils/
     """
     return precision.unquantized_bytes_per_element
+
+
+def ssm_state_bytes_per_element(precision: Precision) -> float:
+    """Bytes per SSM state element: ``precision.ssm_state``, the model dtype when ``auto``.
+
+    vLLM's --mamba-ssm-cache-dtype (auto, float32, float16, bfloat16) sets the SSM state's
+    dtype alone, the conv state keeping its own (CacheConfig.mamba_ssm_cache_dtype,
+    https://docs.vllm.ai/en/latest/api/vllm/config/cache.html; MambaStateDtypeCalculator,
+    https://docs.vllm.ai/en/v0.11.2/api/vllm/model_executor/layers/mamba/mamba_utils/).
+    """
+    return precision.ssm_state_bytes_per_element

@@ -12,7 +12,11 @@ import numpy.typing as npt
 from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray, Hardware, as_array
-from service.engine.mamba import Mamba2Rank, mamba_state_bytes_per_element
+from service.engine.mamba import (
+    Mamba2Rank,
+    conv_state_bytes_per_element,
+    ssm_state_bytes_per_element,
+)
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -232,15 +236,18 @@ def mamba_state_bytes_per_sequence(
 ) -> float:
     """Return the recurrent state one sequence holds on one GPU, whatever its length.
 
-    Per Mamba2 layer on a TP rank: the SSM state (H/tp)·P·N plus the conv state
-    (K − 1)·(d_inner/tp + 2·G_rank·N), in the model dtype (mamba.mamba_state_bytes_per_element).
+    Per Mamba2 layer on a TP rank: the SSM state (H/tp)·P·N in ``precision.ssm_state``
+    (mamba.ssm_state_bytes_per_element) plus the conv state (K − 1)·(d_inner/tp + 2·G_rank·N)
+    in the model dtype (mamba.conv_state_bytes_per_element).
     """
     if not model.num_mamba_layers:
         return 0.0
     r = Mamba2Rank.of(model, parallelism)
     layers = model.num_mamba_layers * parallelism.layers_per_stage(model) / model.num_layers
-    elements = r.ssm_state_elements + r.conv_state_elements
-    return float(layers * elements * mamba_state_bytes_per_element(precision))
+    per_layer = r.ssm_state_elements * ssm_state_bytes_per_element(
+        precision
+    ) + r.conv_state_elements * conv_state_bytes_per_element(precision)
+    return float(layers * per_layer)
 
 
 def activation_bytes(
@@ -354,6 +361,67 @@ def _per_replica_constants(
     return weights, act, kv, logit_row
 
 
+@dataclass(frozen=True, slots=True)
+class KvBudget:
+    """KV-cache room of one GPU beside weights, a step's activations and runtime memory, and
+    what one request takes of it: KV bytes per token (attention layers only) and a fixed
+    recurrent state per request whatever its length (Mamba2 layers)."""
+
+    free_bytes: float
+    per_token_bytes: float
+    state_bytes_per_request: float = 0.0
+
+    @property
+    def tokens(self) -> float:
+        """Return the tokens of KV cache that fit (no request's state counted)."""
+        return max(self.free_bytes, 0.0) / self.per_token_bytes
+
+    @property
+    def state_tokens_per_request(self) -> float:
+        """Return a request's fixed state in tokens of KV cache (0 without Mamba2 layers)."""
+        return self.state_bytes_per_request / self.per_token_bytes
+
+    def requests(self, tokens_per_request: float) -> int:
+        """Return how many requests of ``tokens_per_request`` tokens each fit, state included."""
+        if self.free_bytes <= 0:
+            return 0
+        need = self.per_token_bytes * tokens_per_request + self.state_bytes_per_request
+        return math.floor(self.free_bytes / need)
+
+
+def kv_budget(
+    model: ModelShape,
+    accelerator: Accelerator,
+    *,
+    precision: Precision,
+    parallelism: Parallelism,
+    step_tokens: float,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+    mtp: bool = False,
+) -> KvBudget:
+    """Return the KV cache one GPU holds beside weights, step activations and runtime memory.
+
+    free = usable − weights − activations of a ``step_tokens`` step − runtime overhead (as
+    ``max_batch_size``, without its per-sequence logit row, which the step's activations
+    cover). KV bytes per token count the attention layers only; sliding-window layers count as
+    full ones (conservative). Each request also holds its Mamba2 state
+    (``mamba_state_bytes_per_sequence``), a fixed cost whatever its length, taken from the
+    same pool: vLLM's hybrid KV-cache manager carves attention pages and Mamba state pages
+    out of one block pool (https://docs.vllm.ai/en/latest/design/hybrid_kv_cache_manager/).
+    With ``mtp`` the MTP modules draft: their weights are held too and each token also caches
+    their attention.
+    """
+    weights, act, kv, _ = _per_replica_constants(model, precision, parallelism, float(step_tokens))
+    per_token = kv.per_token_bytes
+    if mtp:
+        weights += mtp_weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+        block = kv_cache_bytes_per_token(model.mtp_block(), precision, parallelism)
+        per_token += model.mtp_layers * block.per_token_bytes
+    usable = float(accelerator.memory_bytes) * memory_utilization
+    free = usable - weights - act - RUNTIME_OVERHEAD_BYTES
+    return KvBudget(free, per_token, kv.state_bytes_per_sequence)
+
+
 def max_batch_size(
     model: ModelShape,
     accelerator: Accelerator,
@@ -370,10 +438,15 @@ def max_batch_size(
     attention-DP rank); each sequence costs its KV cache at ``context_tokens`` plus one fp32
     logit row; attention_dp ranks each hold that many.
     """
-    weights, act, kv, logit_row = _per_replica_constants(
-        model, precision, parallelism, float(step_tokens)
-    )
-    free = accelerator.memory_bytes * memory_utilization - weights - act - RUNTIME_OVERHEAD_BYTES
+    _, _, kv, logit_row = _per_replica_constants(model, precision, parallelism, float(step_tokens))
+    free = kv_budget(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        step_tokens=step_tokens,
+        memory_utilization=memory_utilization,
+    ).free_bytes
     if free <= 0:
         return 0
     s = float(context_tokens)

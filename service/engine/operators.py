@@ -2,8 +2,9 @@
 
 Every row is for one tensor-parallel rank (tp splits heads, FFN/expert columns and the
 vocabulary) summed over all layers along the step's critical path: pipeline stages run one after
-the other for a step, so pp does not shorten the step; it adds stage sends (and leaves each
-stage idle (pp−1)/pp of the step, the pipeline bubble of an un-interleaved schedule).
+the other for a step, so pp does not shorten the step; it adds stage sends (pp·v − 1 with v
+interleaved virtual stages) and leaves each stage idle (pp−1)/pp of the step, the bubble of one
+batch, which interleaving does not shorten (``Parallelism.pipeline_bubble_fraction``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ from service.engine.kernels import (
     spread,
     zero_cost,
 )
-from service.engine.mamba import Mamba2Rank, mamba_state_bytes_per_element
+from service.engine.mamba import (
+    Mamba2Rank,
+    conv_state_bytes_per_element,
+    ssm_state_bytes_per_element,
+)
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -386,7 +391,8 @@ class _StepBuilder:
         Conv and scan are elementwise/recurrent kernels priced on the roofline: FLOPs at the
         16-bit peak × attention compute efficiency, bytes at the memory efficiency, plus one
         kernel latency each. Per sequence they read the conv and SSM states when it has cached
-        tokens and write them back (decode: read + write of (H/tp)·P·N and (K − 1)·channels).
+        tokens and write them back (decode: read + write of (H/tp)·P·N and (K − 1)·channels),
+        the SSM state in ``precision.ssm_state``, the conv state in the model dtype.
         """
         m = self.model
         layers = m.num_mamba_layers
@@ -394,7 +400,8 @@ class _StepBuilder:
             return
         r = Mamba2Rank.of(m, self.par)
         act = max(self.prec.activation_bytes_per_element, 2.0)
-        state_b = mamba_state_bytes_per_element(self.prec)
+        conv_b = conv_state_bytes_per_element(self.prec)
+        ssm_b = ssm_state_bytes_per_element(self.prec)
         in_proj = self.gemm(self.tokens, r.in_proj_width, m.hidden_size)
         self.add("mamba_in_proj", GEMM, in_proj.scaled(layers))
         conv = zero_cost(self.shape)
@@ -405,12 +412,12 @@ class _StepBuilder:
             passes = np.where(g.past_tokens > 0, 2.0, 1.0) * g.sequences
             conv_flops = 2.0 * r.conv_kernel * r.conv_channels * tokens  # depthwise K taps
             conv_bytes = 2.0 * tokens * r.conv_channels * act  # read x/B/C, write them convolved
-            conv_bytes = conv_bytes + passes * r.conv_state_elements * state_b
+            conv_bytes = conv_bytes + passes * r.conv_state_elements * conv_b
             conv = conv + self._elementwise(conv_flops, conv_bytes, tokens)
             scan_flops = tokens * r.scan_flops_per_token(g.new_tokens)
             # Reads x, B, C and dt, writes y (d_inner) per token.
             scan_bytes = tokens * (2.0 * r.inner + r.bc_width + r.heads) * act
-            scan_bytes = scan_bytes + passes * r.ssm_state_elements * state_b
+            scan_bytes = scan_bytes + passes * r.ssm_state_elements * ssm_b
             scan = scan + self._elementwise(scan_flops, scan_bytes, tokens)
         self.add("mamba_conv1d", MEMORY, conv.scaled(layers))
         self.add("mamba_ssm_scan", ATTENTION, scan.scaled(layers))
@@ -541,7 +548,8 @@ class _StepBuilder:
             cost = collective_cost(
                 "send", 2, activation_bytes, accelerator=self.acc, params=self.params
             )
-            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp - 1))
+            # One send per stage boundary: pp·v − 1 with v interleaved virtual stages.
+            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp_boundaries))
 
     def build(self) -> StepCost:
         self.embedding()

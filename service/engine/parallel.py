@@ -27,7 +27,12 @@ class Parallelism:
       fill with redundant copies). ep may exceed tp (wide EP) when attention_dp makes the
       group large enough. ep > 1 replaces the MoE all-reduce with all-to-all dispatch and
       combine.
-    - pp splits layers into contiguous stages; pp ≤ num_layers.
+    - pp splits layers into contiguous stages; pp ≤ num_layers. ``pp_virtual_stages`` v > 1
+      (interleaved pipeline, Megatron-LM: Narayanan et al., SC'21, arXiv:2104.04473 §2.2.2)
+      gives each GPU v non-contiguous chunks of layers, so a pass crosses pp·v − 1 stage
+      boundaries instead of pp − 1 (pp·v ≤ num_layers; v > 1 needs pp > 1). It shortens the
+      pipeline bubble only when a batch is split into micro-batches
+      (``pipeline_bubble_fraction``).
     - Mamba2 layers split their heads over tp like attention heads (tp must divide
       mamba_num_heads); B/C groups are split when tp divides n_groups and replicated otherwise,
       as vLLM's MambaMixer2 does.
@@ -37,6 +42,39 @@ class Parallelism:
     pp: int = 1
     ep: int = 1
     attention_dp: int = 1
+    pp_virtual_stages: int = 1
+
+    @property
+    def pp_boundaries(self) -> int:
+        """Return the stage boundaries one forward pass crosses: pp·v − 1 (a send each)."""
+        return self.pp * self.pp_virtual_stages - 1
+
+    def pipeline_bubble_fraction(self, micro_batches: int = 1) -> float:
+        """Return the share of each GPU's time idle while a batch of ``micro_batches``
+        micro-batches passes the pipeline: (p − 1) / (v·m + p − 1).
+
+        Megatron-LM's schedules (Narayanan et al., "Efficient Large-Scale Language Model
+        Training on GPU Clusters Using Megatron-LM", SC'21, arXiv:2104.04473 §2.2): the bubble
+        is (p − 1)/m of the ideal time without interleaving and (p − 1)/(v·m) with v virtual
+        stages per GPU, i.e. (p − 1)/(v·m + p − 1) of the total. The interleaved schedule
+        needs m to be a multiple of p (a smaller m leaves chunks waiting on the previous
+        chunk of the same micro-batch); without interleaving any m ≥ 1 holds.
+
+        Where it applies in inference: one batch through the pipeline (a static batch, a
+        single step) runs as m = 1, so its bubble is (p − 1)/p whatever v (interleaving only
+        adds sends); engines that keep m ≥ p micro-batches in flight between steps (vLLM's
+        one scheduled batch per pipeline stage) have no flush, so for serving throughput the
+        bubble vanishes and the formula describes only the fill and drain of a batch.
+        """
+        p, v, m = self.pp, self.pp_virtual_stages, micro_batches
+        if m < 1:
+            raise InvalidLayoutError(f"micro_batches must be at least 1, got {m}")
+        if v > 1 and m % p:
+            raise InvalidLayoutError(
+                f"pp_virtual_stages={v} needs a multiple of pp={p} micro-batches, got {m} "
+                "(Megatron-LM's interleaved schedule)"
+            )
+        return (p - 1) / (v * m + p - 1)
 
     @property
     def moe_group_gpus(self) -> int:
@@ -74,6 +112,7 @@ class Parallelism:
             ("pp", self.pp),
             ("ep", self.ep),
             ("attention_dp", self.attention_dp),
+            ("pp_virtual_stages", self.pp_virtual_stages),
         ):
             if value < 1:
                 raise InvalidLayoutError(f"{name} must be at least 1, got {value}")
@@ -94,6 +133,16 @@ class Parallelism:
         if self.pp > model.num_layers:
             raise InvalidLayoutError(
                 f"pp={self.pp} exceeds num_layers={model.num_layers} of {model.id}"
+            )
+        v = self.pp_virtual_stages
+        if v > 1 and self.pp == 1:
+            raise InvalidLayoutError(
+                f"pp_virtual_stages={v} needs pp > 1: virtual stages interleave pipeline stages"
+            )
+        if self.pp * v > model.num_layers:
+            raise InvalidLayoutError(
+                f"pp_virtual_stages={v} × pp={self.pp} exceeds num_layers={model.num_layers} "
+                f"of {model.id}: every virtual stage needs a layer"
             )
         if self.attention_dp > 1 and not model.is_moe:
             raise InvalidLayoutError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, DTYPES
@@ -12,6 +12,13 @@ NATIVE = "native"
 WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
 # Activation dtypes a GEMM can take as input (int4 activations are not a serving format).
 ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# SSM-state dtype meaning "the model dtype" (vLLM's default for --mamba-ssm-cache-dtype).
+AUTO = "auto"
+# Dtypes the recurrent SSM state of Mamba2 layers may be kept in: vLLM's MambaDType
+# ("auto", "float32", "float16", "bfloat16"; CacheConfig.mamba_ssm_cache_dtype,
+# https://docs.vllm.ai/en/latest/api/vllm/config/cache.html). No engine keeps it in 8 bits:
+# the state is read, updated and written back at every step, so rounding errors accumulate.
+SSM_STATE_DTYPES = (AUTO, "fp32", "fp16", "bf16")
 
 # Quantisation scale bytes stored per weight element, for sub-16-bit weights:
 # - fp8/int8: one fp32 scale per 128×128 block (DeepSeek-V3 fp8 checkpoints,
@@ -37,17 +44,21 @@ class Precision:
     activations narrower than the weights compute in the weights' dtype.
     Quantisation covers the decoder-layer linear weights; embeddings, LM head, router and norms
     stay in 16-bit, as in vLLM/TensorRT-LLM fp8 and AWQ/GPTQ checkpoints.
+    ``ssm_state`` is the dtype of the recurrent SSM state of Mamba2 layers (vLLM
+    ``--mamba-ssm-cache-dtype``): ``auto`` keeps it in the model dtype (``unquantized_dtype``);
+    the conv state always stays in the model dtype. Models without Mamba2 layers ignore it.
     """
 
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
+    ssm_state: str = AUTO
 
     def resolved(self, native_weights_dtype: str) -> Precision:
         """Return this precision with ``weights="native"`` replaced by the model's dtype."""
         if self.weights != NATIVE:
             return self
-        return Precision(native_weights_dtype, self.activations, self.kv_cache)
+        return replace(self, weights=native_weights_dtype)
 
     @property
     def weights_source(self) -> str:
@@ -65,6 +76,10 @@ class Precision:
             raise UnsupportedDtypeError(
                 f"activations dtype {self.activations!r} is not one of "
                 f"{', '.join(ACTIVATION_DTYPES)}"
+            )
+        if self.ssm_state not in SSM_STATE_DTYPES:
+            raise UnsupportedDtypeError(
+                f"ssm_state dtype {self.ssm_state!r} is not one of {', '.join(SSM_STATE_DTYPES)}"
             )
 
     @property
@@ -97,6 +112,15 @@ class Precision:
     @property
     def kv_bytes_per_element(self) -> float:
         return DTYPE_BYTES[self.kv_cache]
+
+    @property
+    def ssm_state_dtype(self) -> str:
+        """Return the dtype of the Mamba2 SSM state (``auto``: the model dtype)."""
+        return self.unquantized_dtype if self.ssm_state == AUTO else self.ssm_state
+
+    @property
+    def ssm_state_bytes_per_element(self) -> float:
+        return DTYPE_BYTES[self.ssm_state_dtype]
 
     @property
     def communication_bytes_per_element(self) -> float:

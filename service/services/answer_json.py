@@ -56,8 +56,9 @@ def calibration_json(
     return out if extrapolation is None else {**out, "extrapolation": extrapolation}
 
 
-def target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
-    """Return the precision the engine used (``native`` resolved) and the layout."""
+def target_echo(target: AnalysisTarget, used: Precision, model: ModelShape) -> dict[str, Any]:
+    """Return the precision the engine used (``native`` and the SSM state's ``auto`` resolved;
+    no SSM state dtype for a model without Mamba2 layers) and the layout."""
     layout = target.parallelism
     return {
         "precision": {
@@ -65,12 +66,14 @@ def target_echo(target: AnalysisTarget, used: Precision) -> dict[str, Any]:
             "activations": used.activations,
             "kv_cache": used.kv_cache,
             "weights_source": target.precision.weights_source,
+            "ssm_state": used.ssm_state_dtype if model.num_mamba_layers else None,
         },
         "parallelism": {
             "tp": layout.tp,
             "pp": layout.pp,
             "ep": layout.ep,
             "attention_dp": layout.attention_dp,
+            "pp_virtual_stages": layout.pp_virtual_stages,
             "dp": target.dp,
         },
     }
@@ -236,7 +239,7 @@ def estimate_header(
         "mode": result.mode,
         "load_pattern": first.load_pattern,
         "backend": target.backend,
-        **target_echo(target, result.precision),
+        **target_echo(target, result.precision, model),
         "compute_dtype": result.compute_dtype,
         "input_tokens": result.input_tokens,
         "output_tokens": result.output_tokens,

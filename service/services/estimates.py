@@ -115,7 +115,7 @@ class AnalysisService:
             "phase": result.phase,
             "batch_size": result.batch_size,
             "context_tokens": result.context_tokens,
-            **target_echo(target, result.precision),
+            **target_echo(target, result.precision, model),
             "compute_dtype": result.compute_dtype,
             "calibration": calibration_json(target, resolved),
             "efficiency_prior": resolved.efficiency_prior,

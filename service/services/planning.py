@@ -120,13 +120,24 @@ def _finite(value: float | None) -> float | None:
 @functools.lru_cache(maxsize=256)
 def _precision(p: Precision) -> dict[str, str]:
     """Return a precision's JSON (memoised: answers share these dicts, never modify them)."""
-    return {"weights": p.weights, "activations": p.activations, "kv_cache": p.kv_cache}
+    return {
+        "weights": p.weights,
+        "activations": p.activations,
+        "kv_cache": p.kv_cache,
+        "ssm_state": p.ssm_state,
+    }
 
 
 @functools.lru_cache(maxsize=256)
 def _parallelism(par: Parallelism) -> dict[str, int]:
     """Return a layout's JSON (memoised: answers share these dicts, never modify them)."""
-    return {"tp": par.tp, "pp": par.pp, "ep": par.ep, "attention_dp": par.attention_dp}
+    return {
+        "tp": par.tp,
+        "pp": par.pp,
+        "ep": par.ep,
+        "attention_dp": par.attention_dp,
+        "pp_virtual_stages": par.pp_virtual_stages,
+    }
 
 
 def _layout(c: Candidate) -> dict[str, int]:

@@ -339,6 +339,7 @@ def test_deepseek_v3_layouts_are_estimable(
         "pp": 1,
         "ep": 1,
         "attention_dp": 1,
+        "pp_virtual_stages": 1,
         "dp": 1,
         **parallelism,
     }
@@ -439,3 +440,64 @@ def test_a_named_backend_caps_the_running_requests_at_its_default(client: TestCl
     assert plan.status_code == 200, plan.text
     configs = plan.json()["configurations"]
     assert configs and max(c["concurrency"] for c in configs) <= 1024
+
+
+def test_ssm_state_dtype_sets_the_hybrid_state_and_is_ignored_elsewhere(
+    client: TestClient,
+) -> None:
+    # Nemotron-H-56B at TP8, 64 sequences of 1024 + 128 tokens: KV 5120 B/token (10 attention
+    # layers) and per sequence 54 Mamba2 layers × (SSM 32·64·256 + conv 3·2560) elements.
+    # bf16 (auto): 54 × (524,288 + 7,680) × 2 = 57,452,544 B; fp32 SSM state:
+    # 54 × (524,288 × 4 + 7,680 × 2) = 114,077,952 B (tests/engine/test_hybrid_mamba.py).
+    base = {"model": "nemotron-h-56b", "accelerator": "h100-sxm", "batch_sizes": [64],
+            "parallelism": {"tp": 8}, "output_tokens": 128}  # fmt: skip
+    auto = post(client, **base)
+    fp32 = post(client, **base, precision={"ssm_state": "fp32"})
+    assert auto["precision"]["ssm_state"] == "bf16"
+    assert fp32["precision"]["ssm_state"] == "fp32"
+    assert auto["points"][0]["memory"]["kv_cache_gb"] == pytest.approx(
+        64 * (5120 * 1152 + 57_452_544) / 1e9, rel=1e-3
+    )
+    assert fp32["points"][0]["memory"]["kv_cache_gb"] == pytest.approx(
+        64 * (5120 * 1152 + 114_077_952) / 1e9, rel=1e-3
+    )
+    assert fp32["max_batch_size"] < auto["max_batch_size"]
+    EstimateResponse.model_validate(fp32)
+    # A model without Mamba2 layers ignores it (null in the answer), and the answer's
+    # precision can be sent back.
+    dense = post(client, precision={"ssm_state": "fp32"})
+    plain = post(client)
+    assert dense["precision"]["ssm_state"] is None
+    assert dense["points"] == plain["points"]
+    again = post(client, precision=dense["precision"])
+    assert again["points"] == plain["points"]
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "float32", "int4"])
+def test_unknown_ssm_state_dtype_is_a_422_naming_the_field(client: TestClient, dtype: str) -> None:
+    response = client.post(
+        "/v1/estimates", json=body(model="nemotron-h-56b", precision={"ssm_state": dtype})
+    )
+    assert response.status_code == 422
+    fields = [e["field"] for e in response.json()["errors"]]
+    assert "precision.ssm_state" in fields
+
+
+def test_pp_virtual_stages_is_echoed_and_checked_against_the_layout(
+    client: TestClient,
+) -> None:
+    interleaved = post(client, parallelism={"pp": 2, "pp_virtual_stages": 2}, batch_sizes=[8])
+    assert interleaved["parallelism"]["pp_virtual_stages"] == 2
+    assert interleaved["gpus_per_replica"] == 2  # virtual stages add no GPUs
+    plain = post(client, parallelism={"pp": 2}, batch_sizes=[8])
+    # Two more stage sends per step (pp·v − 1 = 3 instead of 1): a little slower.
+    assert interleaved["points"][0]["tpot_ms"] > plain["points"][0]["tpot_ms"]
+    for layout, message in (
+        ({"pp_virtual_stages": 2}, "needs pp > 1"),
+        ({"pp": 4, "pp_virtual_stages": 16}, "exceeds num_layers=32"),
+    ):
+        response = client.post("/v1/estimates", json=body(parallelism=layout))
+        assert response.status_code == 422, response.text
+        error = response.json()["errors"][0]
+        assert error["field"] == "parallelism.pp_virtual_stages"
+        assert message in error["message"]

@@ -46,8 +46,11 @@ def test_contract_fields_and_defaults(client: TestClient) -> None:
         "activations": "bf16",
         "kv_cache": "bf16",
         "weights_source": "native",  # no weights dtype asked: llama ships bf16
+        "ssm_state": None,  # no Mamba2 layers: the SSM state dtype does not apply
     }
-    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 1, "attention_dp": 1, "dp": 1}
+    assert answer["parallelism"] == {
+        "tp": 1, "pp": 1, "ep": 1, "attention_dp": 1, "pp_virtual_stages": 1, "dp": 1,
+    }  # fmt: skip
     assert answer["calibration"] is None
     assert isinstance(answer["critical_batch_size"], int)
     assert set(answer["total"]) >= ROW_FIELDS

@@ -68,7 +68,9 @@ def test_attention_dp_option_reaches_the_request(ridgeline_cli: Invoke, client: 
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     answer = json.loads(result.stdout)
-    assert answer["parallelism"] == {"tp": 1, "pp": 1, "ep": 8, "attention_dp": 8, "dp": 1}
+    assert answer["parallelism"] == {
+        "tp": 1, "pp": 1, "ep": 8, "attention_dp": 8, "pp_virtual_stages": 1, "dp": 1,
+    }  # fmt: skip
     assert answer["gpus_per_replica"] == 8
 
 

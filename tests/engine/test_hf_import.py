@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,28 @@ def test_unsupported_families_raise(name: str, model_type: str) -> None:
     with pytest.raises(InvalidShapeError, match=model_type) as info:
         shape_from_hf_config(name, _config(name))
     assert info.value.field == "model_type"
+
+
+@pytest.mark.parametrize(
+    ("model_type", "named"),
+    [
+        ("jamba", "Mamba-1 mixers"),
+        ("jamba", "expert_layer_period"),
+        ("qwen3_next", "Gated DeltaNet"),
+        ("qwen3_next", "MoE FFNs"),
+        ("granitemoehybrid", "MoE FFNs"),
+        ("falcon_h1", "parallel attention and Mamba2"),
+    ],
+)
+def test_hybrid_moe_families_are_refused_naming_what_is_not_modelled(
+    model_type: str, named: str
+) -> None:
+    # No real config of these families is among the fixtures (none in the reference set), so
+    # the importer refuses them by model_type, naming the layer kinds it does not model.
+    with pytest.raises(InvalidShapeError, match=re.escape(named)) as info:
+        shape_from_hf_config("hybrid", {"model_type": model_type})
+    assert info.value.field == "model_type"
+    assert f"unsupported model_type '{model_type}'" in str(info.value)
 
 
 def test_sliding_layers() -> None:

@@ -10,9 +10,11 @@ from service.catalog_files import (
     load_model_records,
     model_from_record,
 )
+from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.errors import InvalidLayoutError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.operators import decode_step
 from service.engine.parallel import Parallelism
 from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
@@ -100,3 +102,55 @@ def test_impossible_layouts_name_the_degree_and_limit(
 def test_attention_dp_needs_an_moe_model(models: dict[str, ModelShape]) -> None:
     with pytest.raises(InvalidLayoutError, match="attention_dp=2 needs an MoE model"):
         Parallelism(attention_dp=2).check_divides(models["llama-3.1-8b"])
+
+
+@pytest.mark.parametrize(
+    ("pp", "virtual", "micro", "bubble"),
+    [
+        (4, 1, 1, 3 / 4),  # one batch: (p − 1)/(m + p − 1) = 3/4, each GPU busy a quarter
+        (4, 1, 8, 3 / 11),  # 8 micro-batches: 3/(8 + 3)
+        (4, 2, 8, 3 / 19),  # interleaved, v = 2: 3/(2·8 + 3)
+        (4, 4, 4, 3 / 19),  # v = 4, m = 4: 3/(16 + 3)
+        (1, 1, 1, 0.0),  # no pipeline, no bubble
+    ],
+)
+def test_pipeline_bubble_fraction_by_hand(pp: int, virtual: int, micro: int, bubble: float) -> None:
+    """Megatron-LM (Narayanan et al., SC'21, arXiv:2104.04473 §2.2): bubble / ideal time is
+    (p − 1)/(v·m), so the idle share of the total is (p − 1)/(v·m + p − 1)."""
+    layout = Parallelism(pp=pp, pp_virtual_stages=virtual)
+    assert layout.pipeline_bubble_fraction(micro) == pytest.approx(bubble)
+
+
+def test_interleaving_needs_micro_batches_and_layers(models: dict[str, ModelShape]) -> None:
+    interleaved = Parallelism(pp=4, pp_virtual_stages=2)
+    # One batch (m = 1) cannot fill an interleaved schedule: m must be a multiple of p.
+    with pytest.raises(InvalidLayoutError, match="multiple of pp=4 micro-batches"):
+        interleaved.pipeline_bubble_fraction(1)
+    llama = models["llama-3.1-8b"]  # 32 layers
+    interleaved.check_divides(llama)
+    Parallelism(pp=4, pp_virtual_stages=8).check_divides(llama)  # 32 virtual stages of 1 layer
+    with pytest.raises(InvalidLayoutError, match="pp_virtual_stages=16 × pp=4 exceeds"):
+        Parallelism(pp=4, pp_virtual_stages=16).check_divides(llama)
+    with pytest.raises(InvalidLayoutError, match="pp_virtual_stages=2 needs pp > 1"):
+        Parallelism(pp_virtual_stages=2).check_divides(llama)
+
+
+def test_interleaving_adds_stage_sends_to_a_step(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    # A step crosses pp·v − 1 stage boundaries: pp = 2 sends once, with v = 2 three times
+    # (GPU0 chunk 1 → GPU1 chunk 1 → GPU0 chunk 2 → GPU1 chunk 2); everything else is equal.
+    llama, h100 = models["llama-3.1-8b"], accelerators["h100-sxm"]
+
+    def rows(layout: Parallelism) -> dict[str, float]:
+        step = decode_step(
+            llama, h100, precision=Precision(), params=DEFAULT_EFFICIENCY, batch_size=8.0,
+            context_tokens=1024.0, parallelism=layout,
+        )  # fmt: skip
+        return {r.name: float(r.cost.time_s) for r in step.rows}
+
+    plain, interleaved = rows(Parallelism(pp=2)), rows(Parallelism(pp=2, pp_virtual_stages=2))
+    assert interleaved["pp_send"] == pytest.approx(3 * plain["pp_send"])
+    assert {k: v for k, v in interleaved.items() if k != "pp_send"} == {
+        k: v for k, v in plain.items() if k != "pp_send"
+    }

@@ -111,9 +111,18 @@ def _target(body: AnalysisRequest) -> AnalysisTarget:
     return AnalysisTarget(
         model=body.model,
         accelerator=body.accelerator,
-        precision=Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache),
+        precision=Precision(
+            weights=p.weights,
+            activations=p.activations,
+            kv_cache=p.kv_cache,
+            ssm_state=p.ssm_state or "auto",
+        ),
         parallelism=Parallelism(
-            tp=layout.tp, pp=layout.pp, ep=layout.ep, attention_dp=layout.attention_dp
+            tp=layout.tp,
+            pp=layout.pp,
+            ep=layout.ep,
+            attention_dp=layout.attention_dp,
+            pp_virtual_stages=layout.pp_virtual_stages,
         ),
         backend=body.backend,
         calibration=body.calibration,

@@ -50,7 +50,12 @@ def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
         objective=body.objective,
         requests_per_s=body.requests_per_s,
         precisions=tuple(
-            Precision(weights=p.weights, activations=p.activations, kv_cache=p.kv_cache)
+            Precision(
+                weights=p.weights,
+                activations=p.activations,
+                kv_cache=p.kv_cache,
+                ssm_state=p.ssm_state or "auto",
+            )
             for p in body.precisions
         ),
         max_gpus_per_replica=body.max_gpus_per_replica,

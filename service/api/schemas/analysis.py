@@ -22,6 +22,8 @@ MAX_BATCH_ITEMS = 256
 ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 # Weights dtypes: every Dtype, or "native" (the model's shipped format).
 WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+# Mamba2 SSM state dtypes (vLLM --mamba-ssm-cache-dtype; engine/precision.py SSM_STATE_DTYPES).
+SsmStateDtype = Literal["auto", "fp32", "fp16", "bf16"]
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
 LoadPattern = Literal["closed_loop", "offline"]
@@ -51,6 +53,14 @@ class PrecisionIn(BaseModel):
     weights: WeightsDtype = "native"
     activations: ActivationDtype = "bf16"
     kv_cache: Dtype = "bf16"
+    ssm_state: SsmStateDtype | None = Field(
+        default="auto",
+        description="Dtype of the recurrent SSM state of Mamba2 layers (hybrid models such as "
+        "Nemotron-H), like vLLM's --mamba-ssm-cache-dtype: auto (the model dtype, bf16) or "
+        "fp32, fp16, bf16; null reads as auto (so an answer's precision can be sent back). "
+        "The conv state stays in the model dtype. Ignored for models without Mamba2 layers "
+        "(the answer's precision.ssm_state is then null).",
+    )
     # Read-only (answers carry it), accepted and ignored so an answer's precision can be sent back.
     weights_source: Literal["native", "request"] | None = Field(default=None, exclude=True)
 
@@ -63,6 +73,11 @@ class PrecisionOut(BaseModel):
     kv_cache: Dtype
     weights_source: Literal["native", "request"] = Field(
         description="native: the model's native_weights_dtype (no weights dtype was asked for)."
+    )
+    ssm_state: Literal["fp32", "fp16", "bf16"] | None = Field(
+        default=None,
+        description="The dtype the Mamba2 SSM state was held in (auto resolved to the model "
+        "dtype); null for a model without Mamba2 layers, which ignores the request's value.",
     )
 
 
@@ -80,6 +95,13 @@ class LayoutIn(BaseModel):
     pp: Degree = 1
     ep: Degree = 1
     attention_dp: Degree = 1
+    pp_virtual_stages: Degree = Field(
+        default=1,
+        description="Interleaved pipeline (Megatron-LM virtual stages): v chunks of layers per "
+        "GPU, pp·v − 1 stage sends per pass (pp·v ≤ num_layers, v > 1 needs pp > 1). One "
+        "batch's pipeline bubble stays (pp − 1)/pp: interleaving shortens it only for batches "
+        "split into micro-batches.",
+    )
 
 
 class ParallelismIn(LayoutIn):

@@ -187,7 +187,7 @@ def decode_capacity(replica: Replica, spec: TrafficSpec) -> float:
     s_in, s_out = spec.input_tokens.mean, spec.output_tokens.mean
     if s_out <= 1.0:
         return math.inf
-    slots = min(config.max_running, max(int(config.kv_capacity_tokens // (s_in + s_out)), 1))
+    slots = min(config.max_running, config.requests_held(s_in + s_out))
     step = replica.table.decode_s(slots, slots * (s_in + s_out / 2.0))
     steps = math.ceil((s_out - 1.0) / config.tokens_per_decode_step - 1e-9)
     return slots / (steps * step)

@@ -28,11 +28,7 @@ from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
-    RUNTIME_OVERHEAD_BYTES,
-    activation_bytes,
-    kv_cache_bytes_per_token,
-    mtp_weight_bytes_per_gpu,
-    weight_bytes_per_gpu,
+    kv_budget,
 )
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
@@ -180,22 +176,21 @@ def kv_capacity_tokens(
 ) -> float:
     """Return tokens of KV cache that fit beside weights, step activations and runtime memory.
 
-    (usable − weights − activations of a ``step_tokens`` step − runtime) / KV bytes per token;
-    sliding-window layers are counted as full ones (conservative). With ``mtp`` the MTP modules
-    draft: their weights are held too and each token also caches their attention layers.
+    ``memory.kv_budget``: (usable − weights − activations of a ``step_tokens`` step − runtime)
+    / KV bytes per token of the attention layers; sliding-window layers are counted as full
+    ones (conservative). A hybrid model's requests also hold a fixed Mamba2 state each
+    (``memory.KvBudget.state_tokens_per_request``). With ``mtp`` the MTP modules draft: their
+    weights are held too and each token also caches their attention layers.
     """
-    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
-    per_token = kv_cache_bytes_per_token(model, precision, parallelism).per_token_bytes
-    if mtp:
-        weights += mtp_weight_bytes_per_gpu(model, precision, parallelism).total_bytes
-        block = kv_cache_bytes_per_token(model.mtp_block(), precision, parallelism)
-        per_token += model.mtp_layers * block.per_token_bytes
-    act = float(
-        activation_bytes(model, precision, parallelism, step_tokens=step_tokens, logit_rows=0.0)
-    )
-    free = float(accelerator.memory_bytes) * memory_utilization - weights - act
-    free -= RUNTIME_OVERHEAD_BYTES
-    return max(free / per_token, 0.0)
+    return kv_budget(
+        model,
+        accelerator,
+        precision=precision,
+        parallelism=parallelism,
+        step_tokens=step_tokens,
+        memory_utilization=memory_utilization,
+        mtp=mtp,
+    ).tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,10 +252,12 @@ class Replica:
         )
         kv = config.kv_capacity_tokens
         longest = max_input_tokens + max_output_tokens
-        if kv < longest:
+        if kv < config.need(longest):
+            state = config.state_tokens_per_request
+            held = f" and its recurrent state ({state:.0f} tokens' worth)" if state else ""
             raise EngineError(
                 f"the KV cache holds {kv:.0f} tokens, less than the longest request "
-                f"({longest} tokens): the model does not serve this traffic here"
+                f"({longest} tokens{held}): the model does not serve this traffic here"
             )
         running = config.max_running
         table = build_step_table(
@@ -330,7 +327,7 @@ class Replica:
         _, inputs, outputs = self.stream(spec)
         config = self.config
         mean_need = float(np.mean(inputs) + np.mean(outputs))
-        slots = min(config.max_running, max(int(config.kv_capacity_tokens // mean_need), 1))
+        slots = min(config.max_running, config.requests_held(mean_need))
         clients = slots + max(slots // 8, 2)
         n = max(len(inputs), 4 * clients)
         reps = -(-n // len(inputs))
@@ -454,7 +451,7 @@ def closed_loop_capacity(
     prefilling too, and ignores how length mixes pack the KV cache, so it is within about 15%
     of ``Replica.saturation`` (the simulated full queue; tests/engine/test_traffic_model.py).
     """
-    held = max(int(config.kv_capacity_tokens // (mean_input_tokens + mean_output_tokens)), 1)
+    held = config.requests_held(mean_input_tokens + mean_output_tokens)
     slots = min(config.max_running, held)
     # serving.py's closed-loop harness terms: never used by the traffic model (set to zero)
     harness = dict.fromkeys(HARNESS_TERMS, 0.0)
@@ -487,8 +484,9 @@ def scheduler_config(
     acceptance_rate: float = 0.0,
     drafter: str = GENERIC,
 ) -> SchedulerConfig:
-    """Return the scheduler limits of a replica: KV-cache tokens and the running cap."""
-    kv = kv_capacity_tokens(
+    """Return the scheduler limits of a replica: KV-cache tokens, each request's fixed state
+    (hybrid models) and the running cap (no more requests than hold one token and a state)."""
+    budget = kv_budget(
         model,
         accelerator,
         precision=precision,
@@ -497,11 +495,12 @@ def scheduler_config(
         memory_utilization=memory_utilization,
         mtp=drafter == MTP and draft_tokens > 0,
     )
+    kv, state = budget.tokens, budget.state_tokens_per_request
     per_step = draft_tokens + 1
     gain = tokens_per_step(draft_tokens, acceptance_rate)
     cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
-    running = min(cap, max_num_batched_tokens // per_step, max(int(kv), 1))
-    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling, per_step, gain)
+    running = min(cap, max_num_batched_tokens // per_step, max(int(kv // (1.0 + state)), 1))
+    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling, per_step, gain, state)
     config.validate()
     return config
 

@@ -13,7 +13,8 @@ TensorRT-LLM schedule it) has a token budget B = ``max_num_batched_tokens``:
 A waiting request is admitted (first come, first served; a request that does not fit blocks
 the ones behind it) while fewer than ``max_running`` requests run and the KV cache holds its
 whole context, input + output tokens, reserved at admission (a conservative stand-in for
-engines that allocate pages as tokens arrive and preempt when they run out).
+engines that allocate pages as tokens arrive and preempt when they run out), plus the fixed
+recurrent state of a hybrid model's Mamba2 layers (``state_tokens_per_request``).
 
 A request's first token comes at the end of the step that prefills its last prompt token; it
 then decodes one token per decode step until it has ``output_tokens``. Step times come from a
@@ -71,6 +72,17 @@ class SchedulerConfig:
     # verified by the target) and gains E of them on average (``speculative.py``).
     decode_tokens_per_step: int = 1
     tokens_per_decode_step: float = 1.0
+    # A request's fixed recurrent state (Mamba2 layers of hybrid models), in tokens of KV
+    # cache: reserved at admission beside its tokens (memory.KvBudget.state_tokens_per_request).
+    state_tokens_per_request: float = 0.0
+
+    def need(self, tokens: float) -> float:
+        """Return the KV cache a request of ``tokens`` tokens reserves, its state included."""
+        return tokens + self.state_tokens_per_request
+
+    def requests_held(self, tokens_per_request: float) -> int:
+        """Return how many requests of ``tokens_per_request`` tokens the KV cache holds (≥ 1)."""
+        return max(int(self.kv_capacity_tokens // self.need(tokens_per_request)), 1)
 
     def validate(self) -> None:
         if self.policy not in POLICIES:
@@ -138,11 +150,11 @@ def simulate(
     n = len(input_tokens)
     if len(output_tokens) != n:
         raise EngineError("input and output lengths must have one entry per request")
-    need = [float(i + o) for i, o in zip(input_tokens, output_tokens, strict=True)]
+    need = [config.need(float(i + o)) for i, o in zip(input_tokens, output_tokens, strict=True)]
     if n and max(need) > config.kv_capacity_tokens:
         raise EngineError(
-            f"a request of {max(need):.0f} tokens does not fit the KV cache "
-            f"({config.kv_capacity_tokens:.0f} tokens)"
+            f"a request of {max(need):.0f} tokens (its recurrent state included) does not fit "
+            f"the KV cache ({config.kv_capacity_tokens:.0f} tokens)"
         )
     closed = arrivals_s is None
     arrival = [math.inf] * n
