@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +30,29 @@ RESULT = Path(__file__).parent / "heavy_vs_cheap.md"
 CHEAP = ("GET", "/v1/accelerators/h100-sxm", None)
 HEAVY_CLIENTS = 4
 TARGET_P99_MS = 100.0
+
+
+# A calibration upload: every TensorRT-LLM serving run of the shipped Qwen3-32B file (180
+# runs; the end-to-end fit with its cross-validation and screening is the heaviest fit a
+# serving file asks for), as text/csv with a write key.
+SERVING_CSV = Path(__file__).parents[1] / "data" / "h100" / "serving_qwen3_32b.csv"
+CALIBRATION_PATH = "/v1/calibrations?accelerator=h100-sxm&name=heavy-bench&backend=trtllm"
+
+
+def calibration_csv() -> bytes:
+    """The header and the TensorRT-LLM rows of the shipped Qwen3-32B serving file."""
+    lines = SERVING_CSV.read_text().splitlines()
+    return "\n".join([lines[0], *(ln for ln in lines[1:] if ",trtllm," in ln)]).encode() + b"\n"
+
+
+def encode_upload(host: str, key: str) -> bytes:
+    """One keep-alive POST of ``calibration_csv`` with the write key."""
+    payload = calibration_csv()
+    head = (
+        f"POST {CALIBRATION_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: keep-alive\r\n"
+        f"X-API-Key: {key}\r\nContent-Type: text/csv\r\nContent-Length: {len(payload)}\r\n"
+    )
+    return (head + "\r\n").encode() + payload
 
 
 def heavy_requests() -> dict[str, tuple[str, str, dict[str, object] | None]]:
@@ -98,6 +122,23 @@ async def scenario(
     return cheap, heavy_run
 
 
+def create_write_key(workdir: Path) -> str:
+    """A write key for the server ``start_server`` runs on ``workdir`` (its database)."""
+    env = dict(os.environ)
+    env.update(
+        RIDGELINE_DATABASE_URL=f"sqlite:///{workdir / 'load.db'}", RIDGELINE_DATA_DIR=str(workdir)
+    )
+    cli = Path(sys.executable).parent / "ridgeline"
+    out = subprocess.run(
+        [str(cli), "create-key", "--name", "heavy-bench"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
 def load_average() -> str:
     """The machine's 1-minute load average now (other processes count: the CPUs may be shared)."""
     return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "-"
@@ -115,7 +156,7 @@ def row(name: str, cheap: Run, heavy: Run) -> str:
     )
 
 
-async def measure(url: str, duration_s: float, rate: float) -> list[str]:
+async def measure(url: str, duration_s: float, rate: float, key: str | None) -> list[str]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     rows = []
@@ -128,6 +169,12 @@ async def measure(url: str, duration_s: float, rate: float) -> list[str]:
         cheap, heavy = await scenario(host, port, request, rate, duration_s)
         rows.append(row(name, cheap, heavy))
         print(rows[-1], flush=True)
+    if key is not None:
+        cheap, heavy = await scenario(
+            host, port, encode_upload(f"{host}:{port}", key), rate, duration_s
+        )
+        rows.append(row("calibration upload, 180 serving runs (CSV)", cheap, heavy))
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -138,15 +185,18 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="Seconds per scenario.")
     parser.add_argument("--rate", type=float, default=50.0, help="Cheap GETs per second.")
     parser.add_argument("--output", type=Path, default=RESULT)
+    parser.add_argument("--key", help="A write key of --url's server (its upload row).")
     args = parser.parse_args()
     process = None
     url = args.url
+    key = args.key
     load_before = load_average()
     if url is None:
         workdir = Path(tempfile.mkdtemp(prefix="ridgeline-heavy-"))
         process, url = start_server(workdir, args.workers)
+        key = create_write_key(workdir)
     try:
-        rows = asyncio.run(measure(url, args.duration, args.rate))
+        rows = asyncio.run(measure(url, args.duration, args.rate, key))
     finally:
         if process is not None:
             os.killpg(process.pid, signal.SIGTERM)
