@@ -6,6 +6,10 @@ scenario runs at saturation (closed loop, fixed concurrency) and at a fixed requ
 loop: latency counts from each request's scheduled send time, so a stalled server is not hidden).
 The client is a minimal keep-alive HTTP/1.1 client on asyncio, light enough to share the machine.
 Targets (issue 5): >= 1,500 req/s single-point estimate at saturation; p99 <= 25 ms at 500 req/s.
+Baseline (issue 12): a bare FastAPI app with one validated POST (bare_app.py), served by the same
+supervisor, uvicorn options and worker count, measured by the same client in the same run; each
+saturation row reports its req/s as a fraction of the baseline's (target: single-point estimate
+>= 0.4).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import httpx
 import numpy as np
 
 RESULT = Path(__file__).parent / "results.md"
+BARE_APP = Path(__file__).parent / "bare_app.py"
 READY_LIMIT_S = 120
 
 ESTIMATE = {
@@ -38,15 +43,25 @@ ESTIMATE = {
     "output_tokens": 128,
     "calibration": "none",
 }
-SCENARIOS: dict[str, tuple[str, str, dict[str, object] | None]] = {
-    "catalog GET": ("GET", "/v1/accelerators/h100-sxm", None),
-    "estimate, 1 batch size": ("POST", "/v1/estimates", {**ESTIMATE, "batch_sizes": [8]}),
+BASELINE = "bare FastAPI POST (baseline)"
+# name -> (server, method, path, body); server "bare" is bare_app.py, "ridgeline" the service.
+SCENARIOS: dict[str, tuple[str, str, str, dict[str, object] | None]] = {
+    BASELINE: ("bare", "POST", "/estimate", {**ESTIMATE, "batch_sizes": [8]}),
+    "catalog GET": ("ridgeline", "GET", "/v1/accelerators/h100-sxm", None),
+    "estimate, 1 batch size": (
+        "ridgeline",
+        "POST",
+        "/v1/estimates",
+        {**ESTIMATE, "batch_sizes": [8]},
+    ),
     "estimate, 64 batch sizes": (
+        "ridgeline",
         "POST",
         "/v1/estimates",
         {**ESTIMATE, "batch_sizes": list(range(1, 65))},
     ),
     "intensity": (
+        "ridgeline",
         "POST",
         "/v1/intensity",
         {
@@ -96,8 +111,12 @@ class Run:
         return rate, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def table_row(name: str, mode: str, runs: list[Run]) -> str:
-    """One result row: median over the repeats, with the range when there are several."""
+def table_row(name: str, mode: str, runs: list[Run], baselines: list[Run] | None = None) -> str:
+    """One result row: median over the repeats, with the range when there are several.
+
+    ``baselines`` are the bare app's runs in the same mode and repeats: at saturation the row
+    gives its req/s as a fraction of the baseline's, repeat by repeat (then median and range).
+    """
 
     def cell(values: list[float], spec: str) -> str:
         middle = format(float(np.median(values)), spec)
@@ -106,15 +125,19 @@ def table_row(name: str, mode: str, runs: list[Run]) -> str:
         return f"{middle} ({format(min(values), spec)}–{format(max(values), spec)})"
 
     rates, p50s, p99s = (list(column) for column in zip(*(r.figures() for r in runs), strict=True))
+    fraction = "—"
+    if baselines and mode.startswith("saturation"):
+        bare = [b.figures()[0] for b in baselines]
+        shares = [r / b if b else float("nan") for r, b in zip(rates, bare, strict=True)]
+        fraction = cell(shares, ".2f")
     failures = (
         sum(r.non_2xx for r in runs),
         sum(r.errors for r in runs),
         sum(r.resent for r in runs),
     )
     return (
-        f"| {name} | {mode} | {cell(rates, ',.0f')} | {cell(p50s, '.2f')} | {cell(p99s, '.2f')} | "
-        + " | ".join(str(n) for n in failures)
-        + " |"
+        f"| {name} | {mode} | {cell(rates, ',.0f')} | {fraction} | {cell(p50s, '.2f')} | "
+        f"{cell(p99s, '.2f')} | " + " | ".join(str(n) for n in failures) + " |"
     )
 
 
@@ -212,36 +235,82 @@ async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s:
     return run
 
 
-def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``ridgeline serve`` on a free loopback port and wait until it is ready."""
+def free_port() -> int:
+    """Return a loopback port that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+def server_env(workdir: Path) -> dict[str, str]:
+    """Environment of both servers: a fresh SQLite database, rate limits off."""
     env = dict(os.environ)
     env.update(
         RIDGELINE_DATABASE_URL=f"sqlite:///{workdir / 'load.db'}",
         RIDGELINE_DATA_DIR=str(workdir),
         RIDGELINE_RATE_LIMIT_ENABLED="false",
     )
-    cli = Path(sys.executable).parent / "ridgeline"
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port), "--workers", str(workers)],
+    return env
+
+
+def launch(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a server process in its own session, its output in ``log``."""
+    return subprocess.Popen(
+        command,
         env=env,
-        stdout=log,
+        stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+
+
+def wait_ready(process: subprocess.Popen[bytes], probe: httpx.Request) -> None:
+    """Send ``probe`` until it is answered 200; kill the server if it never is."""
     deadline = time.monotonic() + READY_LIMIT_S
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.3)
+    with httpx.Client(timeout=2) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.send(probe).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.3)
     os.killpg(process.pid, signal.SIGKILL)
-    raise RuntimeError("server did not become ready")
+    raise RuntimeError(f"server did not become ready: {probe.url}")
+
+
+def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``ridgeline serve`` on a free loopback port and wait until it is ready."""
+    port = free_port()
+    cli = Path(sys.executable).parent / "ridgeline"
+    process = launch(
+        [str(cli), "serve", "--port", str(port), "--workers", str(workers)],
+        server_env(workdir),
+        workdir / "server.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(process, httpx.Request("GET", f"{url}/readyz"))
+    return process, url
+
+
+def start_bare(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start bare_app.py with the same worker count on a free port; wait until it answers."""
+    port = free_port()
+    process = launch(
+        [sys.executable, str(BARE_APP), "--port", str(port), "--workers", str(workers)],
+        server_env(workdir),
+        workdir / "bare.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    _, method, path, body = SCENARIOS[BASELINE]
+    wait_ready(process, httpx.Request(method, f"{url}{path}", json=body))
+    return process, url
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a server started here and wait for it."""
+    if process is not None:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
 
 
 def machine() -> str:
@@ -262,13 +331,17 @@ def machine() -> str:
 
 
 async def measure(
-    url: str, duration_s: float, concurrency: int, rate: float
+    urls: dict[str, str], names: list[str], duration_s: float, concurrency: int, rate: float
 ) -> dict[tuple[str, str], Run]:
-    """Run every scenario at saturation and at the fixed rate; return the runs by row."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    """Run the named scenarios at saturation and at the fixed rate; return the runs by row.
+
+    ``urls`` maps a scenario's server ("ridgeline", "bare") to its base URL.
+    """
     runs: dict[tuple[str, str], Run] = {}
-    for name, (method, path, body) in SCENARIOS.items():
+    for name in names:
+        server, method, path, body = SCENARIOS[name]
+        parts = urlsplit(urls[server])
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
         request = encode(method, f"{host}:{port}", path, body)
         pool = Connections(host, port)
         await saturate(pool, request, concurrency, min(2.0, duration_s))  # warm-up
@@ -280,7 +353,7 @@ async def measure(
             run = await runner
             run.resent = pool.resent - resent_before
             runs[name, mode] = run
-            print(table_row(name, mode, [run]), flush=True)
+            print(table_row(name, mode, [run], [runs.get((BASELINE, mode), run)]), flush=True)
             for kind, count in run.error_kinds.items():
                 print(f"  {count} x {kind}", flush=True)
         pool.close()
@@ -290,6 +363,9 @@ async def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="An already running server (default: start one).")
+    parser.add_argument(
+        "--bare-url", help="An already running bare_app.py (default: start one with --workers)."
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--duration", type=float, default=10.0, help="Seconds per run.")
     parser.add_argument("--concurrency", type=int, default=16)
@@ -298,29 +374,46 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="Measure every row this many times (median, range)."
     )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=[n for n in SCENARIOS if n != BASELINE],
+        help="Measure only this Ridgeline scenario (repeatable; the baseline always runs).",
+    )
     args = parser.parse_args()
+    names = [BASELINE, *(args.scenario or [n for n in SCENARIOS if n != BASELINE])]
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        process = None
-        url = args.url
-        if url is None:
-            process, url = start_server(Path(tmp), args.workers)
+        started: list[subprocess.Popen[bytes]] = []
         try:
+            url, bare_url = args.url, args.bare_url
+            if url is None:
+                process, url = start_server(Path(tmp), args.workers)
+                started.append(process)
+            if bare_url is None:
+                process, bare_url = start_bare(Path(tmp), args.workers)
+                started.append(process)
+            urls = {"ridgeline": url, "bare": bare_url}
             repeats = [
-                asyncio.run(measure(url, args.duration, args.concurrency, args.rate))
+                asyncio.run(measure(urls, names, args.duration, args.concurrency, args.rate))
                 for _ in range(args.repeat)
             ]
         finally:
-            if process is not None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=30)
+            for process in started:
+                stop(process)
     header = [
         "# Load benchmark (benchmarks/load/loadgen.py)",
         "",
         f"Machine: {machine()}.",
         f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
         "access logs, rate limits off; the load generator shares the machine.",
+        f"Baseline: `benchmarks/load/bare_app.py --workers {args.workers}`, a bare FastAPI app "
+        "with one pydantic-validated POST taking the single-point estimate's body and "
+        "returning a small JSON, served by the same supervisor, uvicorn options and worker "
+        "count as `ridgeline serve`, measured by the same client in the same run. `÷ bare` is "
+        "a row's saturation req/s over the baseline's in the same repeat (target for the "
+        "single-point estimate, issue 12: ≥ 0.4).",
         f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
         f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "
@@ -329,10 +422,18 @@ def main() -> None:
         f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
         "(above ~2, other processes competed for the 2 cores).",
         "",
-        "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors | resent |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | mode | req/s | ÷ bare | p50 ms | p99 ms | non-2xx | errors | resent |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    rows = [table_row(name, mode, [r[name, mode] for r in repeats]) for name, mode in repeats[0]]
+    rows = [
+        table_row(
+            name,
+            mode,
+            [r[name, mode] for r in repeats],
+            [r[BASELINE, mode] for r in repeats],
+        )
+        for name, mode in repeats[0]
+    ]
     args.output.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {args.output}")
 
