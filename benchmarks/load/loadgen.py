@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -86,6 +88,24 @@ class Run:
     resent: int = 0  # sent again after the server closed an idle keep-alive connection
     non_2xx: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float | None = None  # CPU seconds of the server's processes (None: not ours)
+
+    def extend(self, other: Run) -> None:
+        """Add another slice of the same scenario and mode."""
+        self.latencies_s += other.latencies_s
+        self.errors += other.errors
+        for kind, count in other.error_kinds.items():
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + count
+        self.resent += other.resent
+        self.non_2xx += other.non_2xx
+        self.elapsed_s += other.elapsed_s
+        if self.cpu_s is not None and other.cpu_s is not None:
+            self.cpu_s += other.cpu_s
+
+    def cpu_ms_per_request(self) -> float:
+        """Server CPU per completed request, ms (NaN when unknown)."""
+        done = len(self.latencies_s)
+        return self.cpu_s / done * 1e3 if self.cpu_s is not None and done else float("nan")
 
     def failed(self, exc: Exception) -> None:
         """Count a transport failure by its kind."""
@@ -114,8 +134,9 @@ class Run:
 def table_row(name: str, mode: str, runs: list[Run], baselines: list[Run] | None = None) -> str:
     """One result row: median over the repeats, with the range when there are several.
 
-    ``baselines`` are the bare app's runs in the same mode and repeats: at saturation the row
-    gives its req/s as a fraction of the baseline's, repeat by repeat (then median and range).
+    ``baselines`` are the bare app's runs paired with ``runs`` (same repeat, interleaved in
+    time): at saturation the row gives its req/s as a fraction of theirs and its server CPU
+    per request, and the bare CPU per request as a fraction of its own.
     """
 
     def cell(values: list[float], spec: str) -> str:
@@ -125,19 +146,28 @@ def table_row(name: str, mode: str, runs: list[Run], baselines: list[Run] | None
         return f"{middle} ({format(min(values), spec)}–{format(max(values), spec)})"
 
     rates, p50s, p99s = (list(column) for column in zip(*(r.figures() for r in runs), strict=True))
-    fraction = "—"
-    if baselines and mode.startswith("saturation"):
-        bare = [b.figures()[0] for b in baselines]
-        shares = [r / b if b else float("nan") for r, b in zip(rates, bare, strict=True)]
-        fraction = cell(shares, ".2f")
+    fraction = cpu_fraction = cpu = "—"
+    if mode.startswith("saturation"):
+        cpus = [r.cpu_ms_per_request() for r in runs]
+        if not any(np.isnan(cpus)):
+            cpu = cell(cpus, ".2f")
+        if baselines:
+            bare = [b.figures()[0] for b in baselines]
+            shares = [r / b if b else float("nan") for r, b in zip(rates, bare, strict=True)]
+            fraction = cell(shares, ".2f")
+            bare_cpus = [b.cpu_ms_per_request() for b in baselines]
+            if not any(np.isnan(cpus)) and not any(np.isnan(bare_cpus)):
+                cpu_fraction = cell([b / c for b, c in zip(bare_cpus, cpus, strict=True)], ".2f")
     failures = (
         sum(r.non_2xx for r in runs),
         sum(r.errors for r in runs),
         sum(r.resent for r in runs),
     )
     return (
-        f"| {name} | {mode} | {cell(rates, ',.0f')} | {fraction} | {cell(p50s, '.2f')} | "
-        f"{cell(p99s, '.2f')} | " + " | ".join(str(n) for n in failures) + " |"
+        f"| {name} | {mode} | {cell(rates, ',.0f')} | {fraction} | {cpu} | {cpu_fraction} | "
+        f"{cell(p50s, '.2f')} | {cell(p99s, '.2f')} | "
+        + " | ".join(str(n) for n in failures)
+        + " |"
     )
 
 
@@ -330,34 +360,92 @@ def machine() -> str:
     )
 
 
-async def measure(
-    urls: dict[str, str], names: list[str], duration_s: float, concurrency: int, rate: float
-) -> dict[tuple[str, str], Run]:
-    """Run the named scenarios at saturation and at the fixed rate; return the runs by row.
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (proc(5))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
 
-    ``urls`` maps a scenario's server ("ridgeline", "bare") to its base URL.
+
+class Target:
+    """One server: where to send a scenario's request, and whose CPU to read (if ours)."""
+
+    def __init__(self, url: str, pid: int | None, name: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        _, method, path, body = SCENARIOS[name]
+        self.request = encode(method, f"{self.host}:{self.port}", path, body)
+        self.pool = Connections(self.host, self.port)
+        self.pid = pid
+
+    async def run(self, runner: Callable[[Connections, bytes], Awaitable[Run]]) -> Run:
+        """Run one measurement, with the resends and the server CPU it took."""
+        resent_before = self.pool.resent
+        cpu_before = tree_cpu_s(self.pid) if self.pid is not None else None
+        run = await runner(self.pool, self.request)
+        if cpu_before is not None and self.pid is not None:
+            run.cpu_s = tree_cpu_s(self.pid) - cpu_before
+        run.resent = self.pool.resent - resent_before
+        return run
+
+
+async def measure(
+    servers: dict[str, tuple[str, int | None]],
+    names: list[str],
+    duration_s: float,
+    concurrency: int,
+    rate: float,
+    slices: int,
+) -> tuple[dict[tuple[str, str], Run], dict[str, Run]]:
+    """Run the named scenarios at saturation and at the fixed rate; return the runs by row,
+    and for each Ridgeline scenario the bare app's saturation run paired with it.
+
+    ``servers`` maps a scenario's server ("ridgeline", "bare") to its URL and the pid whose
+    CPU is read (None: not started here). A Ridgeline scenario's saturation run alternates
+    ``slices`` times between the bare app and the scenario (duration / slices each), so both
+    see the same stretch of the machine's other load.
     """
     runs: dict[tuple[str, str], Run] = {}
+    paired: dict[str, Run] = {}
+    saturation = f"saturation, {concurrency} conns"
+    bare = Target(*_where(servers, BASELINE), BASELINE)
+    await saturate(bare.pool, bare.request, concurrency, min(2.0, duration_s))  # warm-up
     for name in names:
-        server, method, path, body = SCENARIOS[name]
-        parts = urlsplit(urls[server])
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        request = encode(method, f"{host}:{port}", path, body)
-        pool = Connections(host, port)
-        await saturate(pool, request, concurrency, min(2.0, duration_s))  # warm-up
-        for mode, runner in (
-            (f"saturation, {concurrency} conns", saturate(pool, request, concurrency, duration_s)),
-            (f"fixed {rate:g} req/s", fixed_rate(pool, request, rate, duration_s)),
-        ):
-            resent_before = pool.resent
-            run = await runner
-            run.resent = pool.resent - resent_before
-            runs[name, mode] = run
-            print(table_row(name, mode, [run], [runs.get((BASELINE, mode), run)]), flush=True)
+        target = bare if name == BASELINE else Target(*_where(servers, name), name)
+        if target is not bare:
+            await saturate(target.pool, target.request, concurrency, min(2.0, duration_s))
+        piece = duration_s / (1 if target is bare else slices)
+        slice_run = functools.partial(saturate, concurrency=concurrency, duration_s=piece)
+        sat, pair = Run(cpu_s=0.0 if target.pid else None), Run(cpu_s=0.0 if bare.pid else None)
+        for _ in range(1 if target is bare else slices):
+            if target is not bare:
+                pair.extend(await bare.run(slice_run))
+            sat.extend(await target.run(slice_run))
+        runs[name, saturation] = sat
+        paired[name] = sat if target is bare else pair
+        fixed = f"fixed {rate:g} req/s"
+        runs[name, fixed] = await target.run(lambda p, r: fixed_rate(p, r, rate, duration_s))
+        for mode in (saturation, fixed):
+            run = runs[name, mode]
+            print(table_row(name, mode, [run], [paired[name]]), flush=True)
             for kind, count in run.error_kinds.items():
                 print(f"  {count} x {kind}", flush=True)
-        pool.close()
-    return runs
+        if target is not bare:
+            target.pool.close()
+    bare.pool.close()
+    return runs, paired
+
+
+def _where(servers: dict[str, tuple[str, int | None]], name: str) -> tuple[str, int | None]:
+    return servers[SCENARIOS[name][0]]
 
 
 def main() -> None:
@@ -375,6 +463,12 @@ def main() -> None:
         "--repeat", type=int, default=1, help="Measure every row this many times (median, range)."
     )
     parser.add_argument(
+        "--slices",
+        type=int,
+        default=4,
+        help="Saturation runs alternate this many times between the bare app and the scenario.",
+    )
+    parser.add_argument(
         "--scenario",
         action="append",
         choices=[n for n in SCENARIOS if n != BASELINE],
@@ -387,16 +481,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         started: list[subprocess.Popen[bytes]] = []
         try:
-            url, bare_url = args.url, args.bare_url
-            if url is None:
-                process, url = start_server(Path(tmp), args.workers)
-                started.append(process)
-            if bare_url is None:
-                process, bare_url = start_bare(Path(tmp), args.workers)
-                started.append(process)
-            urls = {"ridgeline": url, "bare": bare_url}
+            servers: dict[str, tuple[str, int | None]] = {}
+            for server, url, start in (
+                ("ridgeline", args.url, start_server),
+                ("bare", args.bare_url, start_bare),
+            ):
+                if url is None:
+                    process, url = start(Path(tmp), args.workers)
+                    started.append(process)
+                    servers[server] = (url, process.pid)
+                else:
+                    servers[server] = (url, None)
             repeats = [
-                asyncio.run(measure(urls, names, args.duration, args.concurrency, args.rate))
+                asyncio.run(
+                    measure(servers, names, args.duration, args.concurrency, args.rate, args.slices)
+                )
                 for _ in range(args.repeat)
             ]
         finally:
@@ -411,9 +510,14 @@ def main() -> None:
         f"Baseline: `benchmarks/load/bare_app.py --workers {args.workers}`, a bare FastAPI app "
         "with one pydantic-validated POST taking the single-point estimate's body and "
         "returning a small JSON, served by the same supervisor, uvicorn options and worker "
-        "count as `ridgeline serve`, measured by the same client in the same run. `÷ bare` is "
-        "a row's saturation req/s over the baseline's in the same repeat (target for the "
-        "single-point estimate, issue 12: ≥ 0.4).",
+        "count as `ridgeline serve`, measured by the same client in the same run. Each "
+        f"Ridgeline saturation run alternates {args.slices} times between the baseline and the "
+        "scenario (equal slices of the run), so both see the same stretch of the machine's "
+        "other load; `÷ bare` is the scenario's req/s over the baseline's in those slices "
+        "(target for the single-point estimate, issue 12: ≥ 0.4). `CPU ms` is the server's "
+        "CPU (user + system of its processes, from /proc) per request at saturation, and "
+        "`÷ bare CPU` the baseline's CPU per request over the scenario's in the same slices: "
+        "the share of the baseline's rate the scenario would reach on cores of its own.",
         f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
         f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "
@@ -422,17 +526,13 @@ def main() -> None:
         f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
         "(above ~2, other processes competed for the 2 cores).",
         "",
-        "| scenario | mode | req/s | ÷ bare | p50 ms | p99 ms | non-2xx | errors | resent |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | mode | req/s | ÷ bare | CPU ms | ÷ bare CPU | p50 ms | p99 ms | non-2xx "
+        "| errors | resent |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     rows = [
-        table_row(
-            name,
-            mode,
-            [r[name, mode] for r in repeats],
-            [r[BASELINE, mode] for r in repeats],
-        )
-        for name, mode in repeats[0]
+        table_row(name, mode, [r[name, mode] for r, _ in repeats], [p[name] for _, p in repeats])
+        for name, mode in repeats[0][0]
     ]
     args.output.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {args.output}")
