@@ -6,12 +6,17 @@ scenario runs at saturation (closed loop, fixed concurrency) and at a fixed requ
 loop: latency counts from each request's scheduled send time, so a stalled server is not hidden).
 The client is a minimal keep-alive HTTP/1.1 client on asyncio, light enough to share the machine.
 Targets (issue 5): >= 1,500 req/s single-point estimate at saturation; p99 <= 25 ms at 500 req/s.
+Baseline (issue 12): a bare FastAPI app with one validated POST (bare_app.py), served by the same
+supervisor, uvicorn options and worker count, measured by the same client in the same run; each
+saturation row reports its req/s as a fraction of the baseline's (target: single-point estimate
+>= 0.4).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -21,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,6 +35,7 @@ import httpx
 import numpy as np
 
 RESULT = Path(__file__).parent / "results.md"
+BARE_APP = Path(__file__).parent / "bare_app.py"
 READY_LIMIT_S = 120
 
 ESTIMATE = {
@@ -38,15 +45,25 @@ ESTIMATE = {
     "output_tokens": 128,
     "calibration": "none",
 }
-SCENARIOS: dict[str, tuple[str, str, dict[str, object] | None]] = {
-    "catalog GET": ("GET", "/v1/accelerators/h100-sxm", None),
-    "estimate, 1 batch size": ("POST", "/v1/estimates", {**ESTIMATE, "batch_sizes": [8]}),
+BASELINE = "bare FastAPI POST (baseline)"
+# name -> (server, method, path, body); server "bare" is bare_app.py, "ridgeline" the service.
+SCENARIOS: dict[str, tuple[str, str, str, dict[str, object] | None]] = {
+    BASELINE: ("bare", "POST", "/estimate", {**ESTIMATE, "batch_sizes": [8]}),
+    "catalog GET": ("ridgeline", "GET", "/v1/accelerators/h100-sxm", None),
+    "estimate, 1 batch size": (
+        "ridgeline",
+        "POST",
+        "/v1/estimates",
+        {**ESTIMATE, "batch_sizes": [8]},
+    ),
     "estimate, 64 batch sizes": (
+        "ridgeline",
         "POST",
         "/v1/estimates",
         {**ESTIMATE, "batch_sizes": list(range(1, 65))},
     ),
     "intensity": (
+        "ridgeline",
         "POST",
         "/v1/intensity",
         {
@@ -71,6 +88,24 @@ class Run:
     resent: int = 0  # sent again after the server closed an idle keep-alive connection
     non_2xx: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float | None = None  # CPU seconds of the server's processes (None: not ours)
+
+    def extend(self, other: Run) -> None:
+        """Add another slice of the same scenario and mode."""
+        self.latencies_s += other.latencies_s
+        self.errors += other.errors
+        for kind, count in other.error_kinds.items():
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + count
+        self.resent += other.resent
+        self.non_2xx += other.non_2xx
+        self.elapsed_s += other.elapsed_s
+        if self.cpu_s is not None and other.cpu_s is not None:
+            self.cpu_s += other.cpu_s
+
+    def cpu_ms_per_request(self) -> float:
+        """Server CPU per completed request, ms (NaN when unknown)."""
+        done = len(self.latencies_s)
+        return self.cpu_s / done * 1e3 if self.cpu_s is not None and done else float("nan")
 
     def failed(self, exc: Exception) -> None:
         """Count a transport failure by its kind."""
@@ -96,8 +131,13 @@ class Run:
         return rate, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def table_row(name: str, mode: str, runs: list[Run]) -> str:
-    """One result row: median over the repeats, with the range when there are several."""
+def table_row(name: str, mode: str, runs: list[Run], baselines: list[Run] | None = None) -> str:
+    """One result row: median over the repeats, with the range when there are several.
+
+    ``baselines`` are the bare app's runs paired with ``runs`` (same repeat, interleaved in
+    time): at saturation the row gives its req/s as a fraction of theirs and its server CPU
+    per request, and the bare CPU per request as a fraction of its own.
+    """
 
     def cell(values: list[float], spec: str) -> str:
         middle = format(float(np.median(values)), spec)
@@ -106,13 +146,26 @@ def table_row(name: str, mode: str, runs: list[Run]) -> str:
         return f"{middle} ({format(min(values), spec)}–{format(max(values), spec)})"
 
     rates, p50s, p99s = (list(column) for column in zip(*(r.figures() for r in runs), strict=True))
+    fraction = cpu_fraction = cpu = "—"
+    if mode.startswith("saturation"):
+        cpus = [r.cpu_ms_per_request() for r in runs]
+        if not any(np.isnan(cpus)):
+            cpu = cell(cpus, ".2f")
+        if baselines:
+            bare = [b.figures()[0] for b in baselines]
+            shares = [r / b if b else float("nan") for r, b in zip(rates, bare, strict=True)]
+            fraction = cell(shares, ".2f")
+            bare_cpus = [b.cpu_ms_per_request() for b in baselines]
+            if not any(np.isnan(cpus)) and not any(np.isnan(bare_cpus)):
+                cpu_fraction = cell([b / c for b, c in zip(bare_cpus, cpus, strict=True)], ".2f")
     failures = (
         sum(r.non_2xx for r in runs),
         sum(r.errors for r in runs),
         sum(r.resent for r in runs),
     )
     return (
-        f"| {name} | {mode} | {cell(rates, ',.0f')} | {cell(p50s, '.2f')} | {cell(p99s, '.2f')} | "
+        f"| {name} | {mode} | {cell(rates, ',.0f')} | {fraction} | {cpu} | {cpu_fraction} | "
+        f"{cell(p50s, '.2f')} | {cell(p99s, '.2f')} | "
         + " | ".join(str(n) for n in failures)
         + " |"
     )
@@ -212,36 +265,82 @@ async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s:
     return run
 
 
-def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``ridgeline serve`` on a free loopback port and wait until it is ready."""
+def free_port() -> int:
+    """Return a loopback port that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+def server_env(workdir: Path) -> dict[str, str]:
+    """Environment of both servers: a fresh SQLite database, rate limits off."""
     env = dict(os.environ)
     env.update(
         RIDGELINE_DATABASE_URL=f"sqlite:///{workdir / 'load.db'}",
         RIDGELINE_DATA_DIR=str(workdir),
         RIDGELINE_RATE_LIMIT_ENABLED="false",
     )
-    cli = Path(sys.executable).parent / "ridgeline"
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port), "--workers", str(workers)],
+    return env
+
+
+def launch(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a server process in its own session, its output in ``log``."""
+    return subprocess.Popen(
+        command,
         env=env,
-        stdout=log,
+        stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+
+
+def wait_ready(process: subprocess.Popen[bytes], probe: httpx.Request) -> None:
+    """Send ``probe`` until it is answered 200; kill the server if it never is."""
     deadline = time.monotonic() + READY_LIMIT_S
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.3)
+    with httpx.Client(timeout=2) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.send(probe).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.3)
     os.killpg(process.pid, signal.SIGKILL)
-    raise RuntimeError("server did not become ready")
+    raise RuntimeError(f"server did not become ready: {probe.url}")
+
+
+def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``ridgeline serve`` on a free loopback port and wait until it is ready."""
+    port = free_port()
+    cli = Path(sys.executable).parent / "ridgeline"
+    process = launch(
+        [str(cli), "serve", "--port", str(port), "--workers", str(workers)],
+        server_env(workdir),
+        workdir / "server.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(process, httpx.Request("GET", f"{url}/readyz"))
+    return process, url
+
+
+def start_bare(workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start bare_app.py with the same worker count on a free port; wait until it answers."""
+    port = free_port()
+    process = launch(
+        [sys.executable, str(BARE_APP), "--port", str(port), "--workers", str(workers)],
+        server_env(workdir),
+        workdir / "bare.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    _, method, path, body = SCENARIOS[BASELINE]
+    wait_ready(process, httpx.Request(method, f"{url}{path}", json=body))
+    return process, url
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a server started here and wait for it."""
+    if process is not None:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
 
 
 def machine() -> str:
@@ -261,35 +360,100 @@ def machine() -> str:
     )
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (proc(5))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Target:
+    """One server: where to send a scenario's request, and whose CPU to read (if ours)."""
+
+    def __init__(self, url: str, pid: int | None, name: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        _, method, path, body = SCENARIOS[name]
+        self.request = encode(method, f"{self.host}:{self.port}", path, body)
+        self.pool = Connections(self.host, self.port)
+        self.pid = pid
+
+    async def run(self, runner: Callable[[Connections, bytes], Awaitable[Run]]) -> Run:
+        """Run one measurement, with the resends and the server CPU it took."""
+        resent_before = self.pool.resent
+        cpu_before = tree_cpu_s(self.pid) if self.pid is not None else None
+        run = await runner(self.pool, self.request)
+        if cpu_before is not None and self.pid is not None:
+            run.cpu_s = tree_cpu_s(self.pid) - cpu_before
+        run.resent = self.pool.resent - resent_before
+        return run
+
+
 async def measure(
-    url: str, duration_s: float, concurrency: int, rate: float
-) -> dict[tuple[str, str], Run]:
-    """Run every scenario at saturation and at the fixed rate; return the runs by row."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    servers: dict[str, tuple[str, int | None]],
+    names: list[str],
+    duration_s: float,
+    concurrency: int,
+    rate: float,
+    slices: int,
+) -> tuple[dict[tuple[str, str], Run], dict[str, Run]]:
+    """Run the named scenarios at saturation and at the fixed rate; return the runs by row,
+    and for each Ridgeline scenario the bare app's saturation run paired with it.
+
+    ``servers`` maps a scenario's server ("ridgeline", "bare") to its URL and the pid whose
+    CPU is read (None: not started here). A Ridgeline scenario's saturation run alternates
+    ``slices`` times between the bare app and the scenario (duration / slices each), so both
+    see the same stretch of the machine's other load.
+    """
     runs: dict[tuple[str, str], Run] = {}
-    for name, (method, path, body) in SCENARIOS.items():
-        request = encode(method, f"{host}:{port}", path, body)
-        pool = Connections(host, port)
-        await saturate(pool, request, concurrency, min(2.0, duration_s))  # warm-up
-        for mode, runner in (
-            (f"saturation, {concurrency} conns", saturate(pool, request, concurrency, duration_s)),
-            (f"fixed {rate:g} req/s", fixed_rate(pool, request, rate, duration_s)),
-        ):
-            resent_before = pool.resent
-            run = await runner
-            run.resent = pool.resent - resent_before
-            runs[name, mode] = run
-            print(table_row(name, mode, [run]), flush=True)
+    paired: dict[str, Run] = {}
+    saturation = f"saturation, {concurrency} conns"
+    bare = Target(*_where(servers, BASELINE), BASELINE)
+    await saturate(bare.pool, bare.request, concurrency, min(2.0, duration_s))  # warm-up
+    for name in names:
+        target = bare if name == BASELINE else Target(*_where(servers, name), name)
+        if target is not bare:
+            await saturate(target.pool, target.request, concurrency, min(2.0, duration_s))
+        piece = duration_s / (1 if target is bare else slices)
+        slice_run = functools.partial(saturate, concurrency=concurrency, duration_s=piece)
+        sat, pair = Run(cpu_s=0.0 if target.pid else None), Run(cpu_s=0.0 if bare.pid else None)
+        for _ in range(1 if target is bare else slices):
+            if target is not bare:
+                pair.extend(await bare.run(slice_run))
+            sat.extend(await target.run(slice_run))
+        runs[name, saturation] = sat
+        paired[name] = sat if target is bare else pair
+        fixed = f"fixed {rate:g} req/s"
+        runs[name, fixed] = await target.run(lambda p, r: fixed_rate(p, r, rate, duration_s))
+        for mode in (saturation, fixed):
+            run = runs[name, mode]
+            print(table_row(name, mode, [run], [paired[name]]), flush=True)
             for kind, count in run.error_kinds.items():
                 print(f"  {count} x {kind}", flush=True)
-        pool.close()
-    return runs
+        if target is not bare:
+            target.pool.close()
+    bare.pool.close()
+    return runs, paired
+
+
+def _where(servers: dict[str, tuple[str, int | None]], name: str) -> tuple[str, int | None]:
+    return servers[SCENARIOS[name][0]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="An already running server (default: start one).")
+    parser.add_argument(
+        "--bare-url", help="An already running bare_app.py (default: start one with --workers)."
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--duration", type=float, default=10.0, help="Seconds per run.")
     parser.add_argument("--concurrency", type=int, default=16)
@@ -298,29 +462,62 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="Measure every row this many times (median, range)."
     )
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=4,
+        help="Saturation runs alternate this many times between the bare app and the scenario.",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=[n for n in SCENARIOS if n != BASELINE],
+        help="Measure only this Ridgeline scenario (repeatable; the baseline always runs).",
+    )
     args = parser.parse_args()
+    names = [BASELINE, *(args.scenario or [n for n in SCENARIOS if n != BASELINE])]
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        process = None
-        url = args.url
-        if url is None:
-            process, url = start_server(Path(tmp), args.workers)
+        started: list[subprocess.Popen[bytes]] = []
         try:
+            servers: dict[str, tuple[str, int | None]] = {}
+            for server, url, start in (
+                ("ridgeline", args.url, start_server),
+                ("bare", args.bare_url, start_bare),
+            ):
+                if url is None:
+                    process, url = start(Path(tmp), args.workers)
+                    started.append(process)
+                    servers[server] = (url, process.pid)
+                else:
+                    servers[server] = (url, None)
             repeats = [
-                asyncio.run(measure(url, args.duration, args.concurrency, args.rate))
+                asyncio.run(
+                    measure(servers, names, args.duration, args.concurrency, args.rate, args.slices)
+                )
                 for _ in range(args.repeat)
             ]
         finally:
-            if process is not None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=30)
+            for process in started:
+                stop(process)
     header = [
         "# Load benchmark (benchmarks/load/loadgen.py)",
         "",
         f"Machine: {machine()}.",
         f"Server: `ridgeline serve --workers {args.workers}` on loopback, SQLite, INFO JSON "
         "access logs, rate limits off; the load generator shares the machine.",
+        f"Baseline: `benchmarks/load/bare_app.py --workers {args.workers}`, a bare FastAPI app "
+        "with one pydantic-validated POST taking the single-point estimate's body and "
+        "returning a small JSON, served by the same supervisor, uvicorn options and worker "
+        "count as `ridgeline serve`, measured by the same client in the same run. Each "
+        f"Ridgeline saturation run alternates {args.slices} times between the baseline and the "
+        "scenario (equal slices of the run), so both see the same stretch of the machine's "
+        "other load; `÷ bare` is the scenario's req/s over the baseline's in those slices "
+        "(target for the single-point estimate, issue 12: ≥ 0.4). `CPU ms` is the server's "
+        "CPU (user + system of its processes, from /proc) per request at saturation, and "
+        "`÷ bare CPU` the baseline's CPU per request over the scenario's in the same slices: "
+        "the share of the baseline's rate the scenario would reach on cores of its own.",
         f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
         f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "
@@ -329,10 +526,14 @@ def main() -> None:
         f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
         "(above ~2, other processes competed for the 2 cores).",
         "",
-        "| scenario | mode | req/s | p50 ms | p99 ms | non-2xx | errors | resent |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | mode | req/s | ÷ bare | CPU ms | ÷ bare CPU | p50 ms | p99 ms | non-2xx "
+        "| errors | resent |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    rows = [table_row(name, mode, [r[name, mode] for r in repeats]) for name, mode in repeats[0]]
+    rows = [
+        table_row(name, mode, [r[name, mode] for r, _ in repeats], [p[name] for _, p in repeats])
+        for name, mode in repeats[0][0]
+    ]
     args.output.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {args.output}")
 

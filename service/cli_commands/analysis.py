@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
@@ -55,6 +56,15 @@ def traffic_table(traffic: TrafficOut) -> Any:
     )
     if traffic.goodput is not None:
         title += f"; goodput {number(traffic.goodput.requests_per_s, 2)} requests/s"
+    pools = traffic.disaggregation
+    if pools is not None:
+        title += (
+            f"; {pools.prefill_replicas}P{pools.decode_replicas}D over {pools.kv_transfer.link} "
+            f"(load prefill {number(pools.prefill.load_factor, 2)}, decode "
+            f"{number(pools.decode.load_factor, 2)}, KV link "
+            f"{number(traffic.request_rate_per_s / pools.kv_transfer.capacity_requests_per_s, 2)}"
+            f"; bottleneck {pools.bottleneck})"
+        )
     columns = ["metric (ms)", "mean", "p50", "p90", "p99"]
     rows = [
         [name, number(p.mean), number(p.p50), number(p.p90), number(p.p99)]
@@ -63,6 +73,7 @@ def traffic_table(traffic: TrafficOut) -> Any:
             ("TPOT", traffic.tpot_ms),
             ("E2E", traffic.e2e_latency_ms),
             ("queue wait", traffic.queue_wait_ms),
+            *((("KV transfer", pools.kv_transfer.transfer_ms),) if pools is not None else ()),
         )
     ]
     return table(title, columns, rows)
@@ -111,6 +122,19 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
     )
 
 
+_RATIO = re.compile(r"^\s*(\d+)\s*[pP]\s*(\d+)\s*[dD]\s*$")
+
+
+def pool_ratio(text: str) -> dict[str, int]:
+    """Parse ``1P2D`` into traffic.disaggregation's replica counts (the API checks 1-16)."""
+    match = _RATIO.match(text)
+    if match is None:
+        raise typer.BadParameter(
+            f"expected XPYD such as 1P2D, got {text!r}", param_hint="--disaggregation"
+        )
+    return {"prefill_replicas": int(match.group(1)), "decode_replicas": int(match.group(2))}
+
+
 def estimate(
     model: ModelArg,
     accelerator: AcceleratorArg,
@@ -149,6 +173,26 @@ def estimate(
     slo_tpot_p99_ms: Annotated[
         float | None, typer.Option(help="With --rate: goodput target TPOT p99 (ms).")
     ] = None,
+    disaggregation: Annotated[
+        str | None,
+        typer.Option(
+            "--disaggregation",
+            help="With --rate: serve the stream with X prefill-only and Y decode-only replicas, "
+            "written XPYD (e.g. 1P2D; traffic.disaggregation, docs/traffic.md).",
+        ),
+    ] = None,
+    kv_link: Annotated[
+        str | None,
+        typer.Option(help="With --disaggregation: auto, scale_up or scale_out (default auto)."),
+    ] = None,
+    lengths_preset: Annotated[
+        str | None,
+        typer.Option(
+            "--lengths-preset",
+            help="With --rate: prompt and output lengths drawn from this workload preset's "
+            "distributions (e.g. azure-conversation-2023; GET /v1/workloads).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     url: UrlOption = None,
@@ -172,7 +216,20 @@ def estimate(
         slo = present(ttft_ms_p90_max=slo_ttft_p90_ms, tpot_ms_p99_max=slo_tpot_p99_ms)
         if slo:
             traffic["slo"] = slo
+        if disaggregation is not None:
+            traffic["disaggregation"] = {
+                **pool_ratio(disaggregation),
+                **present(kv_link=kv_link),
+            }
+        elif kv_link is not None:
+            raise typer.BadParameter("--kv-link needs --disaggregation", param_hint="--kv-link")
+        if lengths_preset is not None:
+            traffic["input_tokens"] = traffic["output_tokens"] = {"workload": lengths_preset}
         body["traffic"] = traffic
+    elif disaggregation or kv_link or lengths_preset:
+        raise typer.BadParameter(
+            "--disaggregation, --kv-link and --lengths-preset need --rate", param_hint="--rate"
+        )
     with reported(), open_client(url, api_key) as client:
         answer = client.estimate(body)
     emit(

@@ -1,7 +1,9 @@
 """Workload presets: request lengths, latency targets and the planning defaults of each use case.
 
-Every figure below is a planning assumption derived from what the use case needs (a reader, an
-editor, a batch job), not a measurement; a plan request overrides any of them.
+The first six presets' figures are planning assumptions derived from what the use case needs (a
+reader, an editor, a batch job), not measurements. The ``azure-*-2023`` presets carry length
+distributions with a source: percentiles of a published production trace (``LengthStats``). A
+plan request overrides any preset figure.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.engine.errors import EngineError
+from service.engine.traffic.lengths import LengthDistribution
 
 OBJECTIVES = (
     "max_throughput_per_gpu",
@@ -21,8 +24,38 @@ PLAN_MODES = ("serving", "static")
 
 
 @dataclass(frozen=True, slots=True)
+class LengthStats:
+    """A length distribution as its source states it: token counts at percentile levels, the
+    smallest and largest length, and the source's mean.
+
+    As a traffic length (``distribution``) it is the piecewise-linear quantile function through
+    (0, min), each (level, tokens) and (1, max), docs/traffic.md; its mean (``mean``) is that
+    function's integral, which differs a little from ``source_mean`` (the trace's own mean).
+    """
+
+    percentiles: tuple[tuple[float, int], ...]  # (level in (0, 1), tokens), increasing
+    minimum: int
+    maximum: int
+    source_mean: float
+
+    def distribution(self) -> LengthDistribution:
+        return LengthDistribution.from_percentiles(
+            dict(self.percentiles), minimum=float(self.minimum), maximum=float(self.maximum)
+        )
+
+    @property
+    def mean(self) -> float:
+        return self.distribution().mean
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
-    """A named request shape with latency targets (None: no target) and planning defaults."""
+    """A named request shape with latency targets (None: no target) and planning defaults.
+
+    ``input_lengths`` and ``output_lengths``, where a public source gives them, are the
+    preset's length distributions (``source`` says where they come from); ``input_tokens`` and
+    ``output_tokens`` are then the source's means, rounded.
+    """
 
     id: str
     input_tokens: int
@@ -33,6 +66,9 @@ class Workload:
     mode: str
     description: str
     rationale: str
+    input_lengths: LengthStats | None = None
+    output_lengths: LengthStats | None = None
+    source: str | None = None
 
     def validate(self) -> None:
         """Raise EngineError when a length, target, objective or mode is out of range."""
@@ -45,6 +81,59 @@ class Workload:
             raise EngineError(f"workload {self.id}: unknown objective {self.objective!r}")
         if self.mode not in PLAN_MODES:
             raise EngineError(f"workload {self.id}: unknown mode {self.mode!r}")
+        for stats in (self.input_lengths, self.output_lengths):
+            if stats is not None:
+                stats.distribution()  # raises LengthError (an EngineError) when inconsistent
+        if (self.input_lengths or self.output_lengths) and not self.source:
+            raise EngineError(f"workload {self.id}: length distributions need a source")
+
+
+# Azure LLM inference trace 2023 (Patel et al., "Splitwise: efficient generative LLM inference
+# using phase splitting", ISCA 2024): token counts of every request in a one-hour sample of two
+# Azure production services, published as AzureLLMInferenceTrace_conv.csv (19,366 requests) and
+# AzureLLMInferenceTrace_code.csv (8,819 requests) at
+# https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2023.md
+# (data/ at commit b469a11). The numbers below are computed from those files, not read off a
+# plot: numpy.percentile (linear) of ContextTokens and GeneratedTokens, rounded to whole tokens,
+# with the exact min, max and mean (the traces hold each request's counts, so nothing is read
+# off a plot). The notebook there (analysis/AzureLLMInferenceDataset2023.ipynb) draws the
+# paper's CDFs of these columns.
+AZURE_2023_SOURCE = (
+    "Azure LLM inference trace 2023 (Splitwise, ISCA 2024): percentiles computed from "
+    "AzureLLMInferenceTrace_{trace}.csv, "
+    "https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2023.md"
+)
+_LEVELS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+def _stats(tokens: tuple[int, ...], minimum: int, maximum: int, mean: float) -> LengthStats:
+    return LengthStats(tuple(zip(_LEVELS, tokens, strict=True)), minimum, maximum, mean)
+
+
+AZURE_CONVERSATION_INPUT = _stats(
+    (29, 181, 207, 387, 403, 703, 1020, 1071, 1130, 1315, 2734, 4083, 4098, 4142, 4831, 6179),
+    minimum=2,
+    maximum=14050,
+    mean=1154.7,
+)
+AZURE_CONVERSATION_OUTPUT = _stats(
+    (16, 41, 54, 77, 91, 103, 129, 177, 384, 400, 424, 451, 540, 601, 643, 954),
+    minimum=7,
+    maximum=1000,
+    mean=211.1,
+)
+AZURE_CODE_INPUT = _stats(
+    (17, 75, 147, 386, 770, 1075, 1469, 1909, 2433, 3192, 5188, 7303, 7436, 7436, 7436, 7437),
+    minimum=3,
+    maximum=7437,
+    mean=2047.8,
+)
+AZURE_CODE_OUTPUT = _stats(
+    (6, 6, 7, 8, 9, 11, 13, 16, 20, 29, 55, 90, 171, 251, 359, 825),
+    minimum=6,
+    maximum=1899,
+    mean=27.9,
+)
 
 
 _PRESETS = (
@@ -143,9 +232,63 @@ _PRESETS = (
             "objective is tokens per GPU with no per-request latency target."
         ),
     ),
+    Workload(
+        id="azure-conversation-2023",
+        input_tokens=1155,
+        output_tokens=211,
+        ttft_ms_max=1000.0,
+        tpot_ms_max=50.0,
+        objective="min_cost_per_million_tokens",
+        mode="serving",
+        description="Production chat service: Azure's 2023 conversation trace, lengths as sampled.",
+        rationale=(
+            "Prompt and output lengths follow the percentiles of a production conversation "
+            "service (Azure LLM inference trace 2023): a median prompt of 1,020 tokens with a "
+            "tail to 14,050, a median reply of 129 tokens (a second mode near 400). The fixed "
+            "lengths are the trace's means; the targets are the chat preset's."
+        ),
+        input_lengths=AZURE_CONVERSATION_INPUT,
+        output_lengths=AZURE_CONVERSATION_OUTPUT,
+        source=AZURE_2023_SOURCE.format(trace="conv"),
+    ),
+    Workload(
+        id="azure-code-2023",
+        input_tokens=2048,
+        output_tokens=28,
+        ttft_ms_max=200.0,
+        tpot_ms_max=20.0,
+        objective="min_cost_per_million_tokens",
+        mode="serving",
+        description="Production coding assistant: Azure's 2023 code trace, lengths as sampled.",
+        rationale=(
+            "Prompt and output lengths follow the percentiles of a production coding service "
+            "(Azure LLM inference trace 2023): long file context (median 1,469 tokens, p95 "
+            "7,303) and short completions (median 13 tokens, p99 251). The fixed lengths are "
+            "the trace's means; the targets are the code-completion preset's."
+        ),
+        input_lengths=AZURE_CODE_INPUT,
+        output_lengths=AZURE_CODE_OUTPUT,
+        source=AZURE_2023_SOURCE.format(trace="code"),
+    ),
 )
 
 WORKLOADS: Mapping[str, Workload] = {w.id: w for w in _PRESETS}
+
+
+LENGTH_PRESETS: Mapping[str, Workload] = {
+    w.id: w for w in _PRESETS if w.input_lengths is not None and w.output_lengths is not None
+}
+
+
+def preset_lengths(workload_id: str, part: str) -> LengthDistribution:
+    """Return a preset's ``input`` or ``output`` length distribution; KeyError names the
+    presets that have one."""
+    workload = LENGTH_PRESETS.get(workload_id)
+    if workload is None:
+        raise KeyError(f"unknown length preset {workload_id!r}; known: {', '.join(LENGTH_PRESETS)}")
+    stats = workload.input_lengths if part == "input" else workload.output_lengths
+    assert stats is not None
+    return stats.distribution()
 
 
 def get_workload(workload_id: str) -> Workload:

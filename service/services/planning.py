@@ -37,7 +37,7 @@ from service.engine.traffic.backends import scheduler_defaults
 from service.engine.traffic.disaggregation import PoolGroup
 from service.engine.traffic.fleet import FleetSize, fewest_replicas_bound, size_fleet
 from service.engine.traffic.model import Replica, SloTarget, TrafficSpec
-from service.engine.workloads import WORKLOADS, Workload
+from service.engine.workloads import WORKLOADS, LengthStats, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
 from service.services.errors import FieldError
@@ -105,6 +105,22 @@ def workload_to_dict(workload: Workload) -> dict[str, Any]:
         "mode": workload.mode,
         "description": workload.description,
         "rationale": workload.rationale,
+        "input_lengths": _length_stats(workload.input_lengths),
+        "output_lengths": _length_stats(workload.output_lengths),
+        "source": workload.source,
+    }
+
+
+def _length_stats(stats: LengthStats | None) -> dict[str, Any] | None:
+    """A preset's length distribution in the traffic lengths format (percentiles, min, max)
+    with its mean: sent back as traffic.input_tokens or output_tokens it is the same mix."""
+    if stats is None:
+        return None
+    return {
+        "percentiles": {f"p{level * 100:g}": tokens for level, tokens in stats.percentiles},
+        "min": stats.minimum,
+        "max": stats.maximum,
+        "mean": round(stats.mean, 1),
     }
 
 

@@ -34,6 +34,7 @@ from service.engine.traffic.model import (
     scheduler_config,
 )
 from service.engine.traffic.speculative import MTP
+from service.engine.workloads import preset_lengths
 from service.services.errors import FieldError
 
 CACHE_ENTRIES = 64
@@ -51,6 +52,7 @@ class LengthRequest:
     maximum: int | None = None
     bin_edges_tokens: tuple[int, ...] = ()
     shares: tuple[float, ...] = ()
+    workload: str | None = None  # a preset of engine.workloads.LENGTH_PRESETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +79,29 @@ class TrafficRequest:
     disaggregation: tuple[tuple[int, int, str], ...] = ()
 
 
-def length_distribution(value: int | LengthRequest, name: str) -> LengthDistribution:
-    """Build a distribution; FieldError names the offending part under ``name``."""
+def length_distribution(
+    value: int | LengthRequest, name: str, part: str = "input"
+) -> LengthDistribution:
+    """Build a distribution; FieldError names the offending part under ``name``.
+
+    ``part`` (``input`` or ``output``) chooses which of a preset's distributions
+    ``value.workload`` names.
+    """
     try:
         if isinstance(value, int):
             return LengthDistribution.fixed(value)
+        if value.workload is not None:
+            if (
+                value.percentiles
+                or value.bin_edges_tokens
+                or value.shares
+                or (value.mean is not None or value.maximum is not None or value.minimum != 1)
+            ):
+                raise FieldError(name, "give either a workload preset or a distribution, not both")
+            try:
+                return preset_lengths(value.workload, part)
+            except KeyError as exc:
+                raise FieldError(f"{name}.workload", str(exc.args[0])) from exc
         if value.bin_edges_tokens or value.shares:
             if value.percentiles or value.mean is not None or value.maximum is not None:
                 raise FieldError(name, "give either a histogram or percentiles, not both")
@@ -191,10 +211,12 @@ def traffic_spec(
     inputs = length_distribution(
         request.input_tokens if request.input_tokens is not None else input_tokens,
         "traffic.input_tokens",
+        "input",
     )
     outputs = length_distribution(
         request.output_tokens if request.output_tokens is not None else output_tokens,
         "traffic.output_tokens",
+        "output",
     )
     if request.process == "poisson" and request.cv not in (None, 1.0):
         raise FieldError("traffic.arrival.cv", "cv applies to gamma arrivals (Poisson has cv 1)")

@@ -261,3 +261,42 @@ def test_the_document_states_poisson_takes_no_cv(client: TestClient) -> None:
     assert schemas["ArrivalIn"]["then"] == {"properties": {"cv": {"enum": [1, None]}}}
     accepted = post(client, body(arrival={"process": "poisson", "cv": 1.0}))
     assert accepted.status_code == 200, accepted.text
+
+
+def test_a_workload_preset_supplies_the_length_distributions(client: TestClient) -> None:
+    """The azure-conversation-2023 preset's distributions have means 1,152.9 (input) and
+    213.4 (output) tokens: the trapezoid sums of its percentile knots (engine test)."""
+    preset = {"workload": "azure-conversation-2023"}
+    response = post(client, body(input_tokens=preset, output_tokens=preset, num_requests=200))
+    assert response.status_code == 200, response.text
+    traffic = response.json()["traffic"]
+    assert traffic["mean_input_tokens"] == pytest.approx(1152.912)
+    assert traffic["mean_output_tokens"] == pytest.approx(213.356)
+
+
+def test_a_listed_distribution_sent_back_is_the_same_mix(client: TestClient) -> None:
+    items = {w["id"]: w for w in client.get("/v1/workloads").json()["items"]}
+    listed = items["azure-code-2023"]["output_lengths"]
+    response = post(client, body(output_tokens=listed, num_requests=200))
+    assert response.status_code == 200, response.text
+    assert response.json()["traffic"]["mean_output_tokens"] == pytest.approx(29.23)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "field"),
+    [
+        ({"workload": "no-such-preset"}, "traffic.input_tokens"),
+        ({"workload": "chat"}, "traffic.input_tokens"),  # a preset without distributions
+        (
+            {"workload": "azure-code-2023", "percentiles": {"p50": 100}, "max": 900},
+            "traffic.input_tokens",
+        ),
+    ],
+)
+def test_a_bad_length_preset_is_a_422(
+    client: TestClient, lengths: dict[str, Any], field: str
+) -> None:
+    response = post(client, body(input_tokens=lengths))
+    assert response.status_code == 422, response.text
+    fields = [e["field"] for e in response.json()["errors"]]
+    assert any(f.startswith(field) for f in fields), fields

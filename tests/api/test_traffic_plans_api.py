@@ -72,3 +72,26 @@ def test_plan_traffic_numbers_are_strict(client: TestClient) -> None:
         response = plan(client, traffic={"headroom": bad})
         assert response.status_code == 422, bad
         assert [e["field"] for e in response.json()["errors"]] == ["traffic.headroom"]
+
+
+def test_a_plan_streams_a_workload_presets_lengths(client: TestClient) -> None:
+    """traffic.input_tokens/output_tokens naming azure-code-2023 give the plan's simulated
+    stream that preset's distributions: prompts with a long tail (p90 5,188, p95 7,303 tokens)
+    instead of fixed 1,024-token ones, so TTFT p90 <= 300 ms holds only at a lower rate per
+    replica (the sizing's per-replica share drops), though the short outputs (mean 29 tokens)
+    raise the closed-loop capacity."""
+    preset = {"workload": "azure-code-2023"}
+    fixed = plan(client, accelerators=["h100-sxm"], traffic={"num_requests": 200})
+    sampled = plan(
+        client,
+        accelerators=["h100-sxm"],
+        traffic={"num_requests": 200, "input_tokens": preset, "output_tokens": preset},
+    )
+    assert fixed.status_code == 200 and sampled.status_code == 200, sampled.text
+    assert sampled.json()["configurations"], sampled.json()["rejected"]
+    first = fixed.json()["configurations"][0]["traffic"]
+    second = sampled.json()["configurations"][0]["traffic"]
+    assert second["requests_per_s_per_replica"] < first["requests_per_s_per_replica"]
+    unknown = plan(client, traffic={"input_tokens": {"workload": "chat"}})
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["field"].startswith("traffic.input_tokens")

@@ -201,3 +201,56 @@ def test_client_sends_traffic_and_parses_it(client: TestClient) -> None:
     assert answer.traffic is not None
     assert answer.traffic.request_rate_per_s == 2.0
     assert answer.traffic.ttft_ms.p50 is not None
+
+
+def test_estimate_with_disaggregated_pools_sends_and_prints_them(ridgeline_cli: Invoke) -> None:
+    """--disaggregation 1P2D --kv-link scale_out is traffic.disaggregation {1, 2, scale_out}:
+    the answer names the pools and the group's GPUs (3 replicas of tp 1)."""
+    args = (
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "8", "--mode", "serving",
+        "--calibration", "none", "--rate", "4", "--disaggregation", "1p2d",
+        "--kv-link", "scale_out",
+    )  # fmt: skip
+    result = ridgeline_cli(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    pools = json.loads(result.stdout)["traffic"]["disaggregation"]
+    assert (pools["prefill_replicas"], pools["decode_replicas"], pools["gpus"]) == (1, 2, 3)
+    assert pools["kv_transfer"]["link"] == "scale_out"
+    table = ridgeline_cli(*args)
+    assert table.exit_code == 0, table.stderr
+    assert "1P2D over scale_out" in table.stdout and "KV transfer" in table.stdout
+
+
+def test_estimate_with_a_lengths_preset_draws_its_lengths(ridgeline_cli: Invoke) -> None:
+    """--lengths-preset azure-code-2023: mean lengths 2,079.7 in / 29.23 out (the preset's
+    trapezoid sums, tests/engine/test_workload_lengths.py)."""
+    result = ridgeline_cli(
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "8", "--mode", "serving",
+        "--calibration", "none", "--rate", "2", "--lengths-preset", "azure-code-2023", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    traffic = json.loads(result.stdout)["traffic"]
+    assert traffic["mean_input_tokens"] == pytest.approx(2079.723)
+    assert traffic["mean_output_tokens"] == pytest.approx(29.23)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--rate", "4", "--disaggregation", "two-to-one"),
+        ("--disaggregation", "1P1D"),  # without --rate
+        ("--rate", "4", "--kv-link", "scale_up"),  # without --disaggregation
+    ],
+)
+def test_bad_pool_options_are_usage_errors(ridgeline_cli: Invoke, extra: tuple[str, ...]) -> None:
+    result = ridgeline_cli("estimate", "llama-3.1-8b", "h100-sxm", "-b", "8", *extra)
+    assert result.exit_code == 2, result.stdout
+
+
+def test_pool_counts_out_of_range_are_the_apis_422(ridgeline_cli: Invoke) -> None:
+    result = ridgeline_cli(
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "8", "--mode", "serving",
+        "--calibration", "none", "--rate", "4", "--disaggregation", "17P1D",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "422" in result.stderr and "traffic.disaggregation.prefill_replicas" in result.stderr

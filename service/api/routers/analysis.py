@@ -141,6 +141,7 @@ def lengths_request(value: int | LengthDistributionIn | None) -> int | LengthReq
         maximum=value.max,
         bin_edges_tokens=tuple(histogram.bin_edges_tokens) if histogram else (),
         shares=tuple(histogram.shares) if histogram else (),
+        workload=value.workload,
     )
 
 

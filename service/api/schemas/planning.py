@@ -79,6 +79,18 @@ PLAN_DEPENDENCIES: JsonDict = {
 }
 
 
+class WorkloadLengthsOut(BaseModel):
+    """A preset's length distribution in the traffic lengths format, and its mean."""
+
+    percentiles: dict[str, float] = Field(description="Tokens at percentile levels.")
+    min: int
+    max: int
+    mean: float = Field(
+        description="Mean of the distribution (the piecewise-linear quantile function through "
+        "min, the percentiles and max; docs/traffic.md)."
+    )
+
+
 class WorkloadOut(BaseModel):
     """A workload preset: lengths, latency targets (null: none) and planning defaults."""
 
@@ -91,6 +103,19 @@ class WorkloadOut(BaseModel):
     mode: Mode
     description: str
     rationale: str
+    input_lengths: WorkloadLengthsOut | None = Field(
+        default=None,
+        description="Prompt length distribution where a source gives one (null: none); "
+        'traffic.input_tokens: {"workload": id} uses it.',
+    )
+    output_lengths: WorkloadLengthsOut | None = Field(
+        default=None,
+        description="Output length distribution where a source gives one (null: none); "
+        'traffic.output_tokens: {"workload": id} uses it.',
+    )
+    source: str | None = Field(
+        default=None, description="Where the length distributions come from (null: none)."
+    )
 
 
 class WorkloadList(BaseModel):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic.config import JsonDict
 
 from service.api.schemas.common import JSON_INTEGER, PATTERNED_KEYS_ONLY
+from service.engine.workloads import LENGTH_PRESETS
 
 MAX_REQUEST_RATE_PER_S = 1e6
 MAX_TRAFFIC_TOKENS = 1_048_576
@@ -80,10 +81,32 @@ class HistogramIn(BaseModel):
     shares: list[Share] = Field(min_length=1, max_length=256)
 
 
+def _known_length_preset(value: str) -> str:
+    """Refuse a workload id that has no length distributions."""
+    if value not in LENGTH_PRESETS:
+        raise ValueError(f"must be one of {', '.join(LENGTH_PRESETS)} (presets with lengths)")
+    return value
+
+
+LengthPresetId = Annotated[
+    str,
+    AfterValidator(_known_length_preset),
+    WithJsonSchema({"type": "string", "enum": list(LENGTH_PRESETS)}),
+]
+
+
 class LengthDistributionIn(BaseModel):
-    """A length mix: percentiles (with ``max`` or ``mean`` for the top), or a histogram."""
+    """A length mix: percentiles (with ``max`` or ``mean`` for the top), a histogram, or a
+    workload preset's distribution (``workload``, alone)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    workload: LengthPresetId | None = Field(
+        default=None,
+        description="A GET /v1/workloads preset with length distributions (input_lengths, "
+        "output_lengths, from a cited source): traffic.input_tokens takes its input lengths, "
+        "traffic.output_tokens its output lengths. Not with the other fields.",
+    )
 
     percentiles: (
         Annotated[
