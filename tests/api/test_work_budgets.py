@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -13,6 +14,9 @@ from service.api.app import create_app
 from service.api.heavy import HeavyWork, HeavyWorkFullError
 from service.settings import Settings
 
+DECODE_TABLE = (
+    Path(__file__).parents[1] / "data" / "benchmarks" / "h100_decode_attention_subset.csv"
+)
 ITEM = {
     "model": "llama-3.1-8b",
     "accelerator": "h100-sxm",
@@ -132,3 +136,38 @@ def test_a_full_heavy_queue_answers_503_with_retry_after(single_slot: TestClient
         portal.call(release.set)
         future.result(10)
     assert single_slot.post("/v1/estimates/batch", json={"items": [ITEM]}).status_code == 200
+
+
+def test_a_fit_holds_a_heavy_work_slot(
+    single_slot: TestClient, make_api_key: Callable[..., str]
+) -> None:
+    """Calibration fits are heavy work too: with the one slot taken and no queue, an upload is a
+    503 with Retry-After and nothing is stored; once the slot is free the same upload fits."""
+    heavy: HeavyWork = single_slot.app.state.heavy  # type: ignore[attr-defined]
+    portal = single_slot.portal
+    assert portal is not None
+    upload = {
+        "content": DECODE_TABLE.read_bytes(),
+        "params": {"accelerator": "h100-sxm", "name": "slot"},
+        "headers": {"X-API-Key": make_api_key("write"), "Content-Type": "text/csv"},
+    }
+    held, release = anyio.Event(), anyio.Event()
+
+    async def hold() -> None:
+        async with heavy.slot():
+            held.set()
+            await release.wait()
+
+    future = portal.start_task_soon(hold)
+    portal.call(held.wait)
+    try:
+        response = single_slot.post("/v1/calibrations", **upload)  # type: ignore[arg-type]
+        assert response.status_code == 503
+        assert response.headers["Retry-After"] == "2"
+        assert response.json()["type"].endswith("heavy-work-queue-full")
+        listed = single_slot.get("/v1/calibrations", params={"accelerator": "h100-sxm"}).json()
+        assert [p for p in listed["items"] if p["name"] == "slot"] == []
+    finally:
+        portal.call(release.set)
+        future.result(10)
+    assert single_slot.post("/v1/calibrations", **upload).status_code == 201  # type: ignore[arg-type]

@@ -91,22 +91,27 @@ def test_concurrent_writes_are_all_stored_once(server: LiveServer) -> None:
 
 async def upload_all(
     base_url: str, bodies: list[dict[str, Any]], keys: list[str], api_key: str
-) -> list[httpx.Response]:
-    """POST every calibration at once, each with its own Idempotency-Key."""
+) -> tuple[list[httpx.Response], list[httpx.Response]]:
+    """POST every calibration at once, each with its own Idempotency-Key, as a client that
+    honours Retry-After: a 503 (every heavy-work slot and queue place taken) is sent again
+    after the time it names. Returns the final answers and every 503 met on the way."""
     limits = httpx.Limits(max_connections=len(bodies), max_keepalive_connections=0)
+    refused: list[httpx.Response] = []
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=300) as client:
-        return list(
-            await asyncio.gather(
-                *(
-                    client.post(
-                        "/v1/calibrations",
-                        json=body,
-                        headers={"X-API-Key": api_key, "Idempotency-Key": key},
-                    )
-                    for body, key in zip(bodies, keys, strict=True)
-                )
-            )
+
+        async def send(body: dict[str, Any], key: str) -> httpx.Response:
+            headers = {"X-API-Key": api_key, "Idempotency-Key": key}
+            while True:
+                response = await client.post("/v1/calibrations", json=body, headers=headers)
+                if response.status_code != 503:
+                    return response
+                refused.append(response)
+                await asyncio.sleep(float(response.headers["Retry-After"]))
+
+        answers = await asyncio.gather(
+            *(send(body, key) for body, key in zip(bodies, keys, strict=True))
         )
+    return list(answers), refused
 
 
 def test_concurrent_calibration_uploads_are_stored_once(server: LiveServer) -> None:
@@ -116,9 +121,11 @@ def test_concurrent_calibration_uploads_are_stored_once(server: LiveServer) -> N
     retried = calibration_body(CONCURRENT_UPLOADS)
     bodies += [retried] * RACING_DUPLICATES
     keys += ["quality-retry"] * RACING_DUPLICATES
-    responses = asyncio.run(upload_all(server.base_url, bodies, keys, api_key))
+    responses, refused = asyncio.run(upload_all(server.base_url, bodies, keys, api_key))
     statuses = [r.status_code for r in responses]
     assert all(status < 500 for status in statuses), statuses
+    # Fits hold heavy-work slots: beyond the slots and the queue the server says when to retry.
+    assert all(r.json()["type"].endswith("heavy-work-queue-full") for r in refused)
     assert statuses[:CONCURRENT_UPLOADS] == [201] * CONCURRENT_UPLOADS, statuses
     retries = responses[CONCURRENT_UPLOADS:]
     # Every retry of one key either replays the one stored profile or is told it is in flight.

@@ -14,7 +14,10 @@ Harness result files (vllm, SGLang, genai-perf, trtllm-bench, guidellm) are dete
 content or named by ``format``; see docs/measurement-formats.md and UPLOAD_DESCRIPTION.
 
 The fit runs off the event loop within ``fit_time_budget_s`` (settings): past it the answer is a
-503 problem with Retry-After and nothing is stored.
+503 problem with Retry-After and nothing is stored. It holds one of the process's heavy-work
+slots while it runs (``api.heavy``: ``heavy_workers`` at once, ``heavy_queue`` waiting, beyond
+that a 503 with Retry-After), like plans, batches and charts, so concurrent fits cannot starve
+cheap requests of the interpreter.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from service.api.deps import ReadAccess, SessionDep, SettingsDep, Viewer, WriteAccess
+from service.api.heavy import HeavyWork
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
@@ -333,15 +337,17 @@ async def create_calibration(
         return problem(415, "Unsupported Media Type", str(exc), "unsupported-media-type")
     limits = FitLimits(MAX_MEASUREMENTS_PER_CALIBRATION, settings.fit_time_budget_s)
     create = service.create_per_backend if split_by_backend else service.create
+    heavy: HeavyWork = request.app.state.heavy
     try:
-        outcome = await run_in_threadpool(
-            create,
-            upload,
-            limits,
-            owner=viewer,
-            idempotency_key=idempotency_key,
-            visibility=visibility,
-        )
+        async with heavy.slot():
+            outcome = await run_in_threadpool(
+                create,
+                upload,
+                limits,
+                owner=viewer,
+                idempotency_key=idempotency_key,
+                visibility=visibility,
+            )
     except FitTimeoutError as exc:
         return problem(
             503,
