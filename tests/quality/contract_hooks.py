@@ -37,7 +37,8 @@ _PEAKS = {
     acc_id: {str(k) for k in r["peak_tflops"]}  # type: ignore[attr-defined]
     for acc_id, r in _ACCELERATOR_RECORDS.items()
 }
-# Merge patches go to the last two seeded ids of each kind; reads and plans use the others.
+# PUT and merge patches go to the last two seeded ids of each kind (the tests send an admin key,
+# which may edit seeded rows); reads and plans use the others.
 PATCHED_MODELS = sorted(_MODEL_RECORDS)[-2:]
 PATCHED_ACCELERATORS = sorted(_ACCELERATOR_RECORDS)[-2:]
 READ_MODELS = sorted(set(_MODEL_RECORDS) - set(PATCHED_MODELS))
@@ -53,7 +54,19 @@ def _pick(options: list[str], generated: object) -> str:
 
 
 def _int(value: object, default: int) -> int:
+    """The generated integer (query values may come as decimal strings)."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _if_match(case: schemathesis.Case) -> None:
+    """Every other generated If-Match becomes "*" (the description: "`*` or ETags from an
+    earlier response; anything else ... gives 412"), so merges are tried, not only 412s."""
+    headers = case.headers or {}
+    value = headers.get("If-Match")
+    if value not in (None, "*") and zlib.crc32(repr(value).encode()) % 2:
+        headers["If-Match"] = "*"
 
 
 def _divisor_at_most(n: int, wanted: int) -> int:
@@ -272,7 +285,8 @@ def fix_intensity(body: JsonDict) -> None:
 
 def fix_chart_query(query: JsonDict, *, sweep: bool) -> None:
     """Roofline and sweep charts: "the rules of POST /v1/intensity" (resp. estimates) on the
-    query; a sweep's input + output tokens within the context window."""
+    query; the roofline's context_tokens and a sweep's input + output tokens within the
+    context window."""
     model = _pick(READ_MODELS, query.get("model"))
     shape = _SHAPES[model]
     query["model"] = model
@@ -289,6 +303,11 @@ def fix_chart_query(query: JsonDict, *, sweep: bool) -> None:
     layout = {k: query[k] for k in ("tp", "pp", "ep") if k in query}
     fix_layout(shape, layout)
     query.update(layout)
+    if not sweep:  # context_tokens defaults to 2048
+        tokens = _int(query.get("context_tokens"), 2048)
+        fitted = _context(shape, tokens, query.get("phase", "decode"))
+        if fitted != tokens or "context_tokens" in query:
+            query["context_tokens"] = fitted
     if sweep:
         window = shape.max_context_tokens
         inp, out = _int(query.get("input_tokens"), 1024), _int(query.get("output_tokens"), 256)
@@ -408,7 +427,15 @@ def _models_post(case: schemathesis.Case) -> None:
         fix_model_shape(body)
 
 
+def _models_put(case: schemathesis.Case) -> None:
+    _if_match(case)
+    # PUT replaces a stored model (404 for an id the catalog lacks): aim it at a patched id.
+    case.path_parameters["model_id"] = _pick(PATCHED_MODELS, case.path_parameters.get("model_id"))
+    _models_post(case)
+
+
 def _models_patch(case: schemathesis.Case) -> None:
+    _if_match(case)
     model_id = _pick(PATCHED_MODELS, case.path_parameters.get("model_id"))
     case.path_parameters["model_id"] = model_id
     if (body := _body(case)) is not None:
@@ -420,7 +447,16 @@ def _accelerators_post(case: schemathesis.Case) -> None:
         fix_accelerator(body)
 
 
+def _accelerators_put(case: schemathesis.Case) -> None:
+    _if_match(case)
+    case.path_parameters["accelerator_id"] = _pick(
+        PATCHED_ACCELERATORS, case.path_parameters.get("accelerator_id")
+    )
+    _accelerators_post(case)
+
+
 def _accelerators_patch(case: schemathesis.Case) -> None:
+    _if_match(case)
     case.path_parameters["accelerator_id"] = _pick(
         PATCHED_ACCELERATORS, case.path_parameters.get("accelerator_id")
     )
@@ -440,10 +476,10 @@ def _plans(case: schemathesis.Case) -> None:
 
 FIXERS: dict[str, Callable[[schemathesis.Case], None]] = {
     "POST /v1/models": _models_post,
-    "PUT /v1/models/{model_id}": _models_post,
+    "PUT /v1/models/{model_id}": _models_put,
     "PATCH /v1/models/{model_id}": _models_patch,
     "POST /v1/accelerators": _accelerators_post,
-    "PUT /v1/accelerators/{accelerator_id}": _accelerators_post,
+    "PUT /v1/accelerators/{accelerator_id}": _accelerators_put,
     "PATCH /v1/accelerators/{accelerator_id}": _accelerators_patch,
     "POST /v1/intensity": _intensity,
     "GET /v1/charts/roofline": lambda case: fix_chart_query(_query(case), sweep=False),
