@@ -81,8 +81,8 @@ def fix_model_shape(body: JsonDict) -> None:
     """Make a full model body keep the rules of POST /v1/models that compare two fields.
 
     Description: "num_kv_heads divides num_heads, experts_per_token <= num_experts,
-    first_dense_layers < num_layers and num_sliding_layers <= num_layers"; also "mtp_layers at
-    most num_layers" and the layer_pattern rules ("one letter per layer, at least one `*`...").
+    first_dense_layers < num_layers and num_sliding_layers <= num_layers; mtp_layers <=
+    num_layers. A layer_pattern has one letter per layer and at least one `*` ...".
     """
     layers = max(1, _int(body.get("num_layers"), 1))
     heads = max(1, _int(body.get("num_heads"), 1))
