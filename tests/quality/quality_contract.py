@@ -19,5 +19,5 @@ def fuzz_config(seed: int, max_examples: int) -> dict[str, Any]:
     """
     config: dict[str, Any] = tomllib.loads(CONFIG_FILE.read_text())
     config["seed"] = seed
-    config["generation"] = {"mode": "all", "max-examples": max_examples}
+    config.setdefault("generation", {}).update({"mode": "all", "max-examples": max_examples})
     return config
