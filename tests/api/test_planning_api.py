@@ -178,6 +178,9 @@ def test_min_gpus_for_rate_and_default_catalog(client: TestClient) -> None:
         ({"workload": "karaoke"}, "workload"),
         ({"workload": None, "input_tokens": None}, "input_tokens"),
         ({"objective": "min_gpus_for_rate", "requests_per_s": None}, "requests_per_s"),
+        # Above MAX_REQUEST_RATE_PER_S = 1e6 (the largest double was a 500: replicas past 2^64).
+        ({"requests_per_s": 1.7976931348623157e308}, "requests_per_s"),
+        ({"requests_per_s": 1_000_001.0}, "requests_per_s"),
         ({"precisions": [{"weights": "fp7"}]}, "precisions.0.weights"),
     ],
 )

@@ -177,8 +177,9 @@ def roofline_chart_body(
     """Draw the accelerator's roofline with the model's operators at the chosen batch sizes.
 
     422, naming the parameter, for what the stored model or accelerator cannot run (the rules
-    of POST /v1/intensity: tp, pp and ep against the model's heads, layers and experts; the
-    accelerator needs a peak for the dtypes asked for).
+    of POST /v1/intensity: tp, pp and ep against the model's heads, layers and experts;
+    context_tokens within the model's context window; the accelerator needs a peak for the
+    dtypes asked for).
     """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_ROOFLINE_BATCHES
@@ -371,7 +372,9 @@ def frontier_chart_body(
         FrontierObjective | None,
         Query(description="min_gpus_for_rate is a plan (POST /v1/plans), not a frontier."),
     ] = None,
-    requests_per_s: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
+    requests_per_s: Annotated[
+        float | None, Query(gt=0, le=MAX_REQUEST_RATE_PER_S, allow_inf_nan=False)
+    ] = None,
     precisions: Annotated[
         str | None,
         Query(

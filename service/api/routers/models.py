@@ -83,7 +83,10 @@ def create_model(body: ModelCreate, catalog: CatalogDep) -> Response:
 
     Rules that compare two fields, which the schema cannot state, give a 422 naming the field:
     num_kv_heads divides num_heads, experts_per_token <= num_experts, first_dense_layers <
-    num_layers and num_sliding_layers <= num_layers.
+    num_layers and num_sliding_layers <= num_layers; mtp_layers <= num_layers. A layer_pattern
+    has one letter per layer and at least one `*` (num_sliding_layers at most its `*` count;
+    with num_experts, first_dense_layers below its `-` count; no mtp_layers), and `M` letters
+    need positive mamba_* fields with mamba_n_groups dividing mamba_num_heads.
     """
     created = catalog.create_model(body.model_dump())
     return representation_response(created, status_code=201, location=f"/v1/models/{created['id']}")

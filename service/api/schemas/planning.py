@@ -18,7 +18,7 @@ from service.api.schemas.analysis import (
     Tokens,
 )
 from service.api.schemas.common import JSON_INTEGER, PATTERNED_KEYS_ONLY, Slug
-from service.api.schemas.traffic import PlanTrafficIn, PlanTrafficOut
+from service.api.schemas.traffic import MAX_REQUEST_RATE_PER_S, PlanTrafficIn, PlanTrafficOut
 from service.engine.workloads import WORKLOADS
 
 MAX_MODELS = 8
@@ -173,8 +173,10 @@ class PlanRequest(BaseModel):
         default=None,
         strict=True,
         gt=0,
+        le=MAX_REQUEST_RATE_PER_S,
         allow_inf_nan=False,
-        description="Traffic to size the fleet for (required by min_gpus_for_rate).",
+        description="Traffic to size the fleet for (required by min_gpus_for_rate; at most "
+        "1e6, the traffic rate limit).",
     )
     precisions: list[PrecisionIn] = Field(
         default_factory=lambda: [
