@@ -51,6 +51,10 @@ async def write_until_killed(
                 return
             if response.status_code == 201:
                 acknowledged[index] = response.json()
+            elif response.status_code == 503:
+                # every heavy-work slot taken (calibration fits): refused, not acknowledged,
+                # and the answer says when to retry
+                assert "Retry-After" in response.headers, response.text
             else:
                 assert response.status_code < 500, response.text
             if len(acknowledged) >= KILL_AFTER_ACKNOWLEDGED and not killed.is_set():
