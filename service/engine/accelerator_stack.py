@@ -90,6 +90,11 @@ class AcceleratorStack:
             self._peaks["attention"] = peak
         return peak
 
+    def send_bytes_s(self, first: int, second: int) -> FloatArray:
+        """Return each point's rate of a send between two GPUs (``Accelerator.send_bytes_s``)."""
+        values = [a.send_bytes_s(first, second) for a in self.accelerators]
+        return np.asarray(values, dtype=np.float64)[self.index]
+
     def link_bytes_s(self, peers: int) -> FloatArray:
         """Return each point's per-direction link bandwidth for a collective over ``peers``."""
         rate = self._links.get(peers)

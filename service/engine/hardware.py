@@ -125,6 +125,19 @@ class Accelerator:
         """Return the topology, derived from ``interconnect_gb_s`` when none is stored."""
         return topology_of(self)
 
+    def send_bytes_s(self, first: int, second: int) -> float:
+        """Return the per-direction rate of a send between two GPUs of one layout, numbered in
+        placement order (scale-up domains filled in turn, then nodes): the scale-up link when
+        both are in one domain, the host link when in one node, else the network per GPU."""
+        top = self.links
+        domain = max(top.scale_up_domain_gpus, 1)
+        node = max(top.gpus_per_node, domain)
+        if first // domain == second // domain:
+            return self.link_bytes_s(2)
+        if first // node == second // node:
+            return self.link_bytes_s(domain + 1)  # beyond the domain, within the node
+        return self.link_bytes_s(node + 1)  # beyond the node
+
     def link_bytes_s(self, peers: int = 2) -> float:
         """Return the per-direction bandwidth per GPU of a collective over ``peers`` GPUs.
 

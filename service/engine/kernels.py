@@ -377,6 +377,7 @@ def collective_cost(
     accelerator: Hardware,
     params: EfficiencyParams,
     one_shot: bool = True,
+    link_bytes_s: float | FloatArray | None = None,
 ) -> KernelCost:
     """Cost one collective over ``num_gpus``; one GPU costs nothing.
 
@@ -390,13 +391,15 @@ def collective_cost(
     with L = one_shot_allreduce_latency_us. A minimum of continuous costs is continuous, so
     the cost grows smoothly with the message (no jump where one algorithm hands over to the
     next). Pass ``one_shot=False`` to model NCCL itself (kernel benchmarks).
-    The link rate depends on where the N peers are (``Accelerator.link_bytes_s``).
+    The link rate depends on where the N peers are (``Accelerator.link_bytes_s``), or is
+    ``link_bytes_s`` when the caller knows it (a send between two placed GPUs).
     """
     n = np.maximum(as_array(num_gpus), 1.0)
     m = as_array(message_bytes)
     fraction, hops = _wire_fraction_and_hops(op, n)
     active = (n > 1) & (m > 0)
-    bandwidth = hardware_link_bytes_s(accelerator, n) * params.collective_bandwidth_efficiency
+    rate = hardware_link_bytes_s(accelerator, n) if link_bytes_s is None else link_bytes_s
+    bandwidth = rate * params.collective_bandwidth_efficiency
     ring_bytes = fraction * m
     ring_s = (
         ring_bytes / bandwidth

@@ -9,6 +9,7 @@ batch, which interleaving does not shorten (``Parallelism.pipeline_bubble_fracti
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -545,11 +546,27 @@ class _StepBuilder:
                 "dp_gather_scatter", COMMUNICATION, (gather + scatter).scaled(m.num_moe_layers)
             )
         if par.pp > 1:
-            cost = collective_cost(
-                "send", 2, activation_bytes, accelerator=self.acc, params=self.params
+            # One send per stage boundary: pp·v − 1 with v interleaved virtual stages (the
+            # chunks cycle through the pp stages), each over the link between the two stages'
+            # GPUs, stages placed one after another (rank r of a stage sends to rank r of the
+            # next: the first GPUs stand for the boundary).
+            stage_gpus = par.tp * par.attention_dp
+            boundaries = Counter(
+                (k % par.pp * stage_gpus, (k + 1) % par.pp * stage_gpus)
+                for k in range(par.pp_boundaries)
             )
-            # One send per stage boundary: pp·v − 1 with v interleaved virtual stages.
-            self.add("pp_send", COMMUNICATION, cost.scaled(par.pp_boundaries))
+            sends = [
+                collective_cost(
+                    "send",
+                    2,
+                    activation_bytes,
+                    accelerator=self.acc,
+                    params=self.params,
+                    link_bytes_s=self.acc.send_bytes_s(first, second),
+                ).scaled(count)
+                for (first, second), count in sorted(boundaries.items())
+            ]
+            self.add("pp_send", COMMUNICATION, sum(sends[1:], sends[0]))
 
     def build(self) -> StepCost:
         self.embedding()

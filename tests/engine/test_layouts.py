@@ -154,3 +154,28 @@ def test_interleaving_adds_stage_sends_to_a_step(
     assert {k: v for k, v in interleaved.items() if k != "pp_send"} == {
         k: v for k, v in plain.items() if k != "pp_send"
     }
+
+
+def test_a_stage_send_between_nodes_goes_over_the_network(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    """Llama-3.1-70B decode at batch 64 on H100 SXM (8-GPU NVSwitch nodes, one 50 GB/s
+    ConnectX-7 per GPU between nodes): the stage send carries 64 tokens × 8192 × 2 B =
+    1,048,576 B. tp 4 × pp 2 keeps both stages in one node: NVLink, 450 GB/s × 0.85 →
+    1,048,576 / 382.5e9 s + (5 + 0.8) µs = 8.541 µs. tp 8 × pp 2 puts them on two nodes:
+    1,048,576 / (50e9 × 0.85) s + 5.8 µs = 30.472 µs. With tp 4 × pp 4 the boundaries are
+    0→4 (node 0), 4→8 (nodes 0→1) and 8→12 (node 1): two over NVLink, one over the network."""
+    llama, h100 = models["llama-3.1-70b"], accelerators["h100-sxm"]
+
+    def send_us(layout: Parallelism) -> float:
+        step = decode_step(
+            llama, h100, precision=Precision(), params=DEFAULT_EFFICIENCY, batch_size=64.0,
+            context_tokens=1024.0, parallelism=layout,
+        )  # fmt: skip
+        return {r.name: float(r.cost.time_s) for r in step.rows}["pp_send"] * 1e6
+
+    nvlink = 1_048_576 / (450e9 * 0.85) * 1e6 + 5.8
+    network = 1_048_576 / (50e9 * 0.85) * 1e6 + 5.8
+    assert send_us(Parallelism(tp=4, pp=2)) == pytest.approx(nvlink, rel=1e-6)
+    assert send_us(Parallelism(tp=8, pp=2)) == pytest.approx(network, rel=1e-6)
+    assert send_us(Parallelism(tp=4, pp=4)) == pytest.approx(2 * nvlink + network, rel=1e-6)
