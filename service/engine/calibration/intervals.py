@@ -123,9 +123,10 @@ def spread_sigma(
 
 
 # Extra log-spread per metric and extrapolation kind where a profile's own runs cannot measure
-# it (one model, one mode, ...): the medians over held-out groups that benchmarks/accuracy.py
-# measures on the shipped data (accuracy.md section 11a: each group's held-out residuals
-# against its training fit's in-domain band, same formula as ``extra_spread``; model from the
+# it (one model, one mode, ...): what benchmarks/accuracy.py measures on the shipped data
+# (accuracy.md section 11a: the held-out residuals of every group of a kind pooled into one
+# band against their training fits' pooled in-domain residuals, ``extra_spread``, the
+# statistic ``extrapolation_cv`` uses inside a profile; model from the
 # leave-one-model-out protocols, backend from its group fitted on other engines (one group),
 # mode from static <-> serving, concurrency and GPU count per doubling from the
 # concurrency-range and hold-out-TP protocols).
