@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -112,9 +113,11 @@ def single_slot(settings: Settings) -> Iterator[TestClient]:
         yield client
 
 
-def test_a_full_heavy_queue_answers_503_with_retry_after(single_slot: TestClient) -> None:
-    heavy: HeavyWork = single_slot.app.state.heavy  # type: ignore[attr-defined]
-    portal = single_slot.portal
+@contextmanager
+def slot_taken(client: TestClient) -> Iterator[None]:
+    """Hold the app's one heavy-work slot for the block (from the client's event loop)."""
+    heavy: HeavyWork = client.app.state.heavy  # type: ignore[attr-defined]
+    portal = client.portal
     assert portal is not None
     held, release = anyio.Event(), anyio.Event()
 
@@ -126,15 +129,20 @@ def test_a_full_heavy_queue_answers_503_with_retry_after(single_slot: TestClient
     future = portal.start_task_soon(hold)
     portal.call(held.wait)
     try:
+        yield
+    finally:
+        portal.call(release.set)
+        future.result(10)
+
+
+def test_a_full_heavy_queue_answers_503_with_retry_after(single_slot: TestClient) -> None:
+    with slot_taken(single_slot):
         response = single_slot.post("/v1/estimates/batch", json={"items": [ITEM]})
         assert response.status_code == 503
         assert response.headers["Retry-After"] == "2"
         assert response.json()["type"].endswith("heavy-work-queue-full")
         # Cheap requests are not gated.
         assert single_slot.get("/v1/accelerators/h100-sxm").status_code == 200
-    finally:
-        portal.call(release.set)
-        future.result(10)
     assert single_slot.post("/v1/estimates/batch", json={"items": [ITEM]}).status_code == 200
 
 
@@ -143,31 +151,16 @@ def test_a_fit_holds_a_heavy_work_slot(
 ) -> None:
     """Calibration fits are heavy work too: with the one slot taken and no queue, an upload is a
     503 with Retry-After and nothing is stored; once the slot is free the same upload fits."""
-    heavy: HeavyWork = single_slot.app.state.heavy  # type: ignore[attr-defined]
-    portal = single_slot.portal
-    assert portal is not None
     upload = {
         "content": DECODE_TABLE.read_bytes(),
         "params": {"accelerator": "h100-sxm", "name": "slot"},
         "headers": {"X-API-Key": make_api_key("write"), "Content-Type": "text/csv"},
     }
-    held, release = anyio.Event(), anyio.Event()
-
-    async def hold() -> None:
-        async with heavy.slot():
-            held.set()
-            await release.wait()
-
-    future = portal.start_task_soon(hold)
-    portal.call(held.wait)
-    try:
+    with slot_taken(single_slot):
         response = single_slot.post("/v1/calibrations", **upload)  # type: ignore[arg-type]
         assert response.status_code == 503
         assert response.headers["Retry-After"] == "2"
         assert response.json()["type"].endswith("heavy-work-queue-full")
         listed = single_slot.get("/v1/calibrations", params={"accelerator": "h100-sxm"}).json()
         assert [p for p in listed["items"] if p["name"] == "slot"] == []
-    finally:
-        portal.call(release.set)
-        future.result(10)
     assert single_slot.post("/v1/calibrations", **upload).status_code == 201  # type: ignore[arg-type]
