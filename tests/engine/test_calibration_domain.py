@@ -94,13 +94,16 @@ def test_extrapolation_lists_what_lies_outside() -> None:
         domain,
         extrapolation(domain, **serving_far),  # type: ignore[arg-type]
         mode="serving",
-        batch_sizes=np.array([8.0, 256.0]),
+        batch_sizes=np.array([1.0, 8.0, 256.0]),
         input_tokens=1024.0,
         output_tokens=128.0,
         gpus=8.0,
     )
-    np.testing.assert_allclose(amounts["concurrency"], [0.0, 2.0])
-    assert amounts["gpus"] == pytest.approx(1.0)
+    # each direction is its own kind: 1 is two doublings below 4, 256 two above 64
+    np.testing.assert_allclose(amounts["concurrency_below"], [2.0, 0.0, 0.0])
+    np.testing.assert_allclose(amounts["concurrency_above"], [0.0, 0.0, 2.0])
+    assert amounts["gpus_above"] == pytest.approx(1.0)
+    assert "gpus_below" not in amounts and "concurrency" not in amounts
     assert amounts["model"] == 1.0
 
 
@@ -112,6 +115,20 @@ def test_spread_sigma_adds_kinds_in_quadrature_per_doubling() -> None:
     s = spread_sigma(spreads, {"model": 1.0, "concurrency": np.array([0.0, 2.0])})
     np.testing.assert_allclose(s, [0.3, np.hypot(0.3, 0.2)])
     assert float(spread_sigma(spreads, {})) == 0.0
+
+
+def test_spread_sigma_reads_directed_kinds_and_older_undirected_spreads() -> None:
+    directed_spreads = {
+        "concurrency_above": ExtrapolationSpread(0.2, per_doubling=True, n=20),
+        "concurrency_below": ExtrapolationSpread(0.05, per_doubling=True, n=20),
+    }
+    above = spread_sigma(directed_spreads, {"concurrency_above": np.array([1.0, 2.0])})
+    np.testing.assert_allclose(above, [0.2, 0.4])
+    below = spread_sigma(directed_spreads, {"concurrency_below": np.array([2.0])})
+    np.testing.assert_allclose(below, [0.1])
+    # a profile stored before directions: its one concurrency spread serves both
+    older = {"concurrency": ExtrapolationSpread(0.1, per_doubling=True, n=20)}
+    np.testing.assert_allclose(spread_sigma(older, {"concurrency_below": np.array([3.0])}), [0.3])
 
 
 def test_priors_by_backend_and_harness_terms_kept_apart() -> None:
@@ -148,8 +165,11 @@ def test_fit_stores_domain_priors_and_measured_spreads() -> None:
         prior = BACKEND_PRIORS["trtllm"][name]
         assert row["prior"] == prior.mean
         assert row["shift_prior_sd"] == pytest.approx((row["fitted"] - prior.mean) / prior.sd)
-    # two models, two halves of every numeric feature: each kind measured held out
-    assert set(result.spreads["serving.tpot_ms"]) == {"model", "concurrency", "length", "gpus"}
+    # two models, two halves of every numeric feature: each kind measured held out, numeric
+    # kinds in both directions, except GPUs above (tp4 alone: 6 runs, fewer than MIN_HELD)
+    numeric = {f"{k}_{d}" for k in ("concurrency", "length", "gpus") for d in ("below", "above")}
+    measured = {"model"} | numeric - {"gpus_above"}
+    assert set(result.spreads["serving.tpot_ms"]) == measured
     assert all(s.log_sigma >= 0.0 for k in result.spreads.values() for s in k.values())
     back = CalibrationResult.from_dict(result.to_dict())
     assert back.domain == result.domain

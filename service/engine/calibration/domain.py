@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from service.engine.calibration.intervals import DIRECTIONS, directed
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.run_predictor import batch_of, precision_of
 from service.engine.efficiency import dtype_group
@@ -275,11 +276,19 @@ def extrapolation(
 
 def doublings_outside(domain: Domain, dimension: str, values: ArrayLike) -> np.ndarray:
     """log2 distance of each value outside the fitted range of ``dimension`` (0 inside/unknown)."""
+    below, above = doublings_below_above(domain, dimension, values)
+    return np.asarray(np.maximum(below, above))
+
+
+def doublings_below_above(
+    domain: Domain, dimension: str, values: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
+    """log2 distances of each value below and above the fitted range (0 inside/unknown)."""
     v = np.maximum(np.asarray(values, dtype=float), 1e-12)
     if dimension not in domain.ranges:
-        return np.zeros(np.shape(v))
+        return np.zeros(np.shape(v)), np.zeros(np.shape(v))
     low, high = domain.ranges[dimension]
-    return np.asarray(np.maximum(np.maximum(np.log2(low / v), np.log2(v / high)), 0.0))
+    return np.maximum(np.log2(low / v), 0.0), np.maximum(np.log2(v / high), 0.0)
 
 
 def extrapolation_amounts(
@@ -295,20 +304,34 @@ def extrapolation_amounts(
     """Per widening kind, how far a request extrapolates (intervals.spread_sigma's input).
 
     Numeric kinds give doublings outside the fitted range, per point for the batch size or
-    concurrency (a sweep's points lie at different distances); whole kinds give 1.0. The
-    accelerator is left out: transfer has its own widening (``intervals.TRANSFER_LOG_SIGMA``).
+    concurrency (a sweep's points lie at different distances), each under its direction
+    (``concurrency_above``, ``concurrency_below``, ...: intervals.directed): predicting a
+    heavier load than the fit saw reaches regimes its runs did not show (compute-bound steps,
+    KV-limited admission), a lighter one approaches the memory-bound limit, so the two are
+    measured apart. Whole kinds give 1.0. The accelerator is left out: transfer has its own
+    widening (``intervals.TRANSFER_LOG_SIGMA``).
     """
     out: dict[str, ArrayLike] = {}
     dims = {e.dimension for e in found}
+
+    def add(kind: str, below: ArrayLike, above: ArrayLike) -> None:
+        for direction, amount in zip(DIRECTIONS, (below, above), strict=True):
+            if np.any(np.asarray(amount) > 0):
+                out[directed(kind, direction)] = amount
+
     load = "batch_size" if mode == "static" else "concurrency"
     if load in dims:
-        out["concurrency"] = doublings_outside(domain, load, batch_sizes)
+        add("concurrency", *doublings_below_above(domain, load, batch_sizes))
     if dims & {"input_tokens", "output_tokens"}:
-        far_in = doublings_outside(domain, "input_tokens", input_tokens)
-        far_out = doublings_outside(domain, "output_tokens", output_tokens)
-        out["length"] = float(np.maximum(far_in, far_out))
+        in_below, in_above = doublings_below_above(domain, "input_tokens", input_tokens)
+        out_below, out_above = doublings_below_above(domain, "output_tokens", output_tokens)
+        add(
+            "length",
+            float(np.maximum(in_below, out_below)),
+            float(np.maximum(in_above, out_above)),
+        )
     if "gpus" in dims:
-        out["gpus"] = float(doublings_outside(domain, "gpus", gpus))
+        add("gpus", *(float(a) for a in doublings_below_above(domain, "gpus", gpus)))
     for e in found:
         if e.kind in ("model", "mode", "backend"):
             out[e.kind] = 1.0

@@ -8,7 +8,9 @@ re-enacted on the profile's own runs, where they allow it:
 - ``model``: leave one model out (two or more models);
 - ``mode``: fit the static runs, predict the serving runs, and the reverse (both present);
 - ``concurrency``, ``length``, ``gpus``: fit the runs at or below the median batch size or
-  concurrency (prompt + output tokens; GPU count), predict those above, and the reverse.
+  concurrency (prompt + output tokens; GPU count) and predict those above (the kind
+  ``concurrency_above``, ...), and the reverse (``concurrency_below``): the two directions
+  err differently and are measured apart (``domain.extrapolation_amounts``).
 
 For each kind and metric the held-out log residuals give an 80% band; the extra log-spread is
 what that band needs beyond the in-domain band, in quadrature (``intervals.extra_spread``). For
@@ -26,7 +28,9 @@ from numpy.typing import NDArray
 from service.engine.calibration import end_to_end as e2e
 from service.engine.calibration import response
 from service.engine.calibration.intervals import (
+    DIRECTIONS,
     ExtrapolationSpread,
+    directed,
     extra_spread,
     residual_quantiles,
 )
@@ -42,22 +46,24 @@ NUMERIC_KINDS: Mapping[str, Callable[[Run], float]] = {
     "length": lambda r: float(r.input_tokens + r.output_tokens),
     "gpus": lambda r: float(r.tp * r.pp),
 }
+DIRECTED_KINDS = frozenset(directed(k, d) for k in NUMERIC_KINDS for d in DIRECTIONS)
 MIN_HELD = 8  # held-out residuals below which a kind is not measured
 
 
-def _numeric_folds(values: NDArray[np.float64]) -> list[Fold]:
+def _numeric_folds(values: NDArray[np.float64]) -> dict[str, Fold]:
+    """Per direction of the held-out values (``above`` the training range or ``below``)."""
     mid = float(np.median(values))
     low = values <= mid
     if low.all() or not low.any():
-        return []
-    folds: list[Fold] = []
-    for train_mask in (low, ~low):
+        return {}
+    folds: dict[str, Fold] = {}
+    for direction, train_mask in (("above", low), ("below", ~low)):
         train = np.flatnonzero(train_mask)
         test = np.flatnonzero(~train_mask)
         lo, hi = values[train].min(), values[train].max()
         v = values[test]
         doublings = np.maximum(np.maximum(np.log2(lo / v), np.log2(v / hi)), 0.0)
-        folds.append((train, test, doublings))
+        folds[direction] = (train, test, doublings)
     return folds
 
 
@@ -72,8 +78,8 @@ def _folds(runs: Sequence[Run]) -> dict[str, list[Fold]]:
         out["mode"] = [(idx[static], idx[~static], None), (idx[~static], idx[static], None)]
     for kind, feature in NUMERIC_KINDS.items():
         folds = _numeric_folds(np.array([feature(r) for r in runs], dtype=float))
-        if folds:
-            out[kind] = folds
+        for direction, fold in folds.items():
+            out[directed(kind, direction)] = [fold]
     return out
 
 
@@ -115,12 +121,12 @@ def extrapolation_spreads(
             mask = metrics == metric
             r = log_residuals(held[mask], predictor.measured[mask])
             keep = np.isfinite(r)
-            if kind in NUMERIC_KINDS:
+            per_doubling = kind in DIRECTED_KINDS
+            if per_doubling:
                 keep &= far[mask] > 0
             if int(keep.sum()) < MIN_HELD or metric not in in_domain:
                 continue
             sigma = extra_spread(residual_quantiles(r[keep]), residual_quantiles(in_domain[metric]))
-            per_doubling = kind in NUMERIC_KINDS
             if per_doubling:
                 sigma /= float(np.median(far[mask][keep]))
             out.setdefault(metric, {})[kind] = ExtrapolationSpread(

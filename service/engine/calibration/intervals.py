@@ -14,10 +14,10 @@ How an interval is built, for a prediction ``p`` of metric ``M`` (``ttft_ms`` or
    ``s² = s_t² + s_d²``. (Independent log-errors add their variances; adding ``z·s`` to each
    quantile instead would over-widen, and did: see benchmarks/results/accuracy.md.)
 
-   - transfer (a profile fitted on another accelerator): ``s_t = TRANSFER_LOG_SIGMA`` = 0.110,
-     measured: the median over the four held-out transfers of benchmarks/results/accuracy.md
-     §11a (H100 profiles of vLLM and TensorRT-LLM applied to A100-40GB and GH200 static
-     batches; largest 0.233). It agrees with the spread of the spec sheets themselves: the
+   - transfer (a profile fitted on another accelerator): ``s_t = TRANSFER_LOG_SIGMA``,
+     measured on the four held-out transfers of benchmarks/results/accuracy.md §11a (H100
+     profiles of vLLM and TensorRT-LLM applied to A100-40GB and GH200 static batches, pooled
+     into one band). It agrees with the spread of the spec sheets themselves: the
      best-shape GEMM fraction of peak spans 80–87% across A100/H100/GH200
      (docs/reference/accelerators.md §3a) and achieved HBM fractions ~84–92% (§3b).
    - distance from the calibration data: ``s_d = DISTANCE_LOG_SIGMA · d`` with 0.05 per
@@ -100,6 +100,21 @@ def extra_spread(outside: ResidualQuantiles, inside: ResidualQuantiles) -> float
     return math.sqrt(max(reach**2 - h_in**2, 0.0)) / Z_90
 
 
+# A numeric kind's spread is measured per direction: the query above the fitted range (a
+# heavier load, longer prompts, more GPUs) or below it (domain.extrapolation_amounts).
+DIRECTIONS = ("below", "above")
+
+
+def directed(kind: str, direction: str) -> str:
+    """Name of a numeric kind in one direction, e.g. ``concurrency_above``."""
+    return f"{kind}_{direction}"
+
+
+def _undirected(kind: str) -> str:
+    base, _, direction = kind.rpartition("_")
+    return base if direction in DIRECTIONS else kind
+
+
 def spread_sigma(
     spreads: Mapping[str, ExtrapolationSpread],
     kinds: Mapping[str, ArrayLike],
@@ -108,12 +123,13 @@ def spread_sigma(
     """Total extra log-spread for the kinds a request extrapolates in, added in quadrature.
 
     ``kinds`` maps a kind to its doublings outside (numeric kinds) or 1.0 (whole kinds). A kind
-    the profile did not measure takes ``DEFAULT_SPREADS[metric]`` (benchmarks/accuracy.py).
+    the profile did not measure takes ``DEFAULT_SPREADS[metric]`` (benchmarks/accuracy.py); a
+    profile stored before spreads had directions gives its undirected ``concurrency`` spread.
     """
     defaults = DEFAULT_SPREADS.get(metric, {})
     total: NDArray[np.float64] = np.zeros(())
     for kind, amount in kinds.items():
-        spread = spreads.get(kind) or defaults.get(kind)
+        spread = spreads.get(kind) or spreads.get(_undirected(kind)) or defaults.get(kind)
         if spread is None:
             continue
         a = np.asarray(amount, dtype=float)
@@ -139,15 +155,19 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "model": _spread(0.055),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
-        "concurrency": _spread(0.053, per_doubling=True),
-        "gpus": _spread(0.047, per_doubling=True),
+        "concurrency_above": _spread(0.095, per_doubling=True),
+        "concurrency_below": _spread(0.0, per_doubling=True),
+        "gpus_above": _spread(0.030, per_doubling=True),
+        "gpus_below": _spread(0.147, per_doubling=True),
     },
     "serving.ttft_ms": {
         "model": _spread(0.435),
         "backend": _spread(0.0),
         "mode": _spread(2.075),
-        "concurrency": _spread(0.130, per_doubling=True),
-        "gpus": _spread(0.178, per_doubling=True),
+        "concurrency_above": _spread(0.228, per_doubling=True),
+        "concurrency_below": _spread(0.0, per_doubling=True),
+        "gpus_above": _spread(0.0, per_doubling=True),
+        "gpus_below": _spread(0.090, per_doubling=True),
     },
     "static.latency_ms": {"model": _spread(0.005), "mode": _spread(0.221)},
 }
