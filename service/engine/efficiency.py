@@ -67,6 +67,13 @@ class EfficiencyParams:
     # Fixed cost of one attention kernel (split-KV + combine): ~11–13 µs floor
     # in benchmarks/data/h100/decode_attention.csv.
     attention_kernel_latency_us: float = 12.0
+    # Per (sequence × KV head) work item of one attention kernel (each is a thread block with
+    # its own Q load, softmax set-up and output write): at one cached token the H100 FA3 decode
+    # table stays at its ~11.5 µs floor up to ~256 items, then grows by 25–27 ns per item
+    # (kv heads 2–8, 512 → 2,048 items: 24.4–26.3 → 37.4–38.9 → 65.2 µs,
+    # benchmarks/data/h100/decode_attention.csv). Priced as a third roofline limit beside
+    # compute and KV bytes: max(compute, bytes, items · this) + attention_kernel_latency_us.
+    attention_work_item_us: float = 0.026
     # Elementwise kernels per layer (2 norms, rotary, activation, residual): ~4 launches × 2 µs.
     layer_overhead_us: float = 8.0
     # Per-step scheduling, sampling and host work of a serving engine; prior, to be calibrated.
@@ -185,6 +192,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "attention_compute_efficiency": (0.05, 1.0),
     "attention_half_efficiency_tokens": (0.0, 65536.0),
     "attention_kernel_latency_us": (0.0, 200.0),
+    "attention_work_item_us": (0.0, 10.0),
     "layer_overhead_us": (0.0, 1000.0),
     "step_overhead_us": (0.0, 100_000.0),
     "sequence_overhead_us": (0.0, 1000.0),

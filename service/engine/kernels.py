@@ -274,6 +274,7 @@ def attention_cost(
     score_dim: float | FloatArray,
     value_dim: float | FloatArray,
     kv_bytes_per_token: float | FloatArray,
+    kv_heads: float | FloatArray = 1.0,
     kv_dtype: str = "bf16",
     window_tokens: float = 0.0,
     activation_bytes_per_element: float = 2.0,
@@ -285,6 +286,8 @@ def attention_cost(
     FLOPs = 2·B·n_h·(score_dim + value_dim)·pairs (= 4·B·T·S·n_h·d_h for GQA).
     Bytes = cached KV read once per sequence (window-capped) + new KV written + Q read + O written.
     ``kv_bytes_per_token`` is one layer's cache per token on this GPU (GQA: 2·n_kv·d_h·b_kv).
+    Work items = B · ``kv_heads`` (the KV heads on this GPU; one for a shared latent cache),
+    each ``attention_work_item_us``: time = max(compute, bytes, items) + kernel latency.
     """
     b, t, s = as_array(batch_size), as_array(new_tokens), as_array(past_tokens)
     pairs = attended_pairs(t, s, window_tokens)
@@ -295,8 +298,9 @@ def attention_cost(
     nbytes = kv_bytes + qo_bytes
     compute_s = attention_compute_s(flops, visible, accelerator, params)
     memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
+    items_s = b * kv_heads * params.attention_work_item_us * 1e-6
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
-    time_s = np.maximum(compute_s, memory_s) + latency_s
+    time_s = np.maximum(np.maximum(compute_s, memory_s), items_s) + latency_s
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
 
 
@@ -327,6 +331,7 @@ def attention_decode_time_s(
         score_dim=dim,
         value_dim=dim,
         kv_bytes_per_token=2.0 * kv_heads * dim * DTYPE_BYTES[kv_dtype],
+        kv_heads=kv_heads,
         kv_dtype=kv_dtype,
         activation_bytes_per_element=DTYPE_BYTES[ATTENTION_DTYPE],
         accelerator=accelerator,
@@ -354,8 +359,10 @@ def attention_prefill_time_s(
     nbytes = 2.0 * b * t * dim * (2.0 * heads + 2.0 * kv_heads)
     compute_s = attention_compute_s(flops, t, accelerator, params)
     memory_s = nbytes / kv_bytes_s(accelerator, params, ATTENTION_DTYPE)
+    items_s = b * kv_heads * params.attention_work_item_us * 1e-6  # as in attention_cost
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
-    return np.asarray(np.maximum(compute_s, memory_s) + latency_s, dtype=np.float64)
+    time_s = np.maximum(np.maximum(compute_s, memory_s), items_s) + latency_s
+    return np.asarray(time_s, dtype=np.float64)
 
 
 def _wire_fraction_and_hops(op: str, n: FloatArray) -> tuple[FloatArray, FloatArray]:

@@ -325,9 +325,11 @@ class _StepBuilder:
             qk_dim = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
             v_dim = float(m.v_head_dim)
             expanded = (qk_dim, v_dim, heads * (qk_dim + v_dim) * act_bytes)
+            kv_heads = 1.0  # one latent cache shared by every head
         else:
             dim = float(m.head_dim)
-            absorbed = expanded = (dim, dim, 2.0 * self.par.kv_heads_per_gpu(m) * dim * b_kv)
+            kv_heads = float(self.par.kv_heads_per_gpu(m))
+            absorbed = expanded = (dim, dim, 2.0 * kv_heads * dim * b_kv)
         total = zero_cost(self.shape)
         layer_kinds = (
             (m.num_full_attention_layers, 0.0),
@@ -347,6 +349,7 @@ class _StepBuilder:
                         score_dim=score_dim,
                         value_dim=value_dim,
                         kv_bytes_per_token=kv_per_token,
+                        kv_heads=kv_heads,
                         kv_dtype=self.prec.kv_cache,
                         window_tokens=window,
                         activation_bytes_per_element=act_bytes,

@@ -149,6 +149,23 @@ def test_decode_attention_is_kv_bandwidth_bound(h100: Accelerator) -> None:
     )
 
 
+def test_decode_attention_of_many_short_sequences_is_bound_by_work_items(
+    h100: Accelerator,
+) -> None:
+    # 256 sequences × 8 KV heads at one cached token: 2,048 work items × 0.026 µs = 53.2 µs,
+    # far above the 1 MiB of K/V (0.35 µs at 3.35 TB/s × 0.9), plus the 12 µs kernel floor:
+    # 65.2 µs (the H100 FA3 table measures 65.2 µs for this shape).
+    t = attention_decode_time_s(256, 1, 8, 8, 128, kv_dtype="bf16", accelerator=h100,
+                                params=DEFAULT_EFFICIENCY)  # fmt: skip
+    assert float(t) * 1e6 == pytest.approx(2048 * 0.026 + 12.0, rel=1e-3)
+    # a long context is bound by its bytes again: the item term does not add to them
+    long = attention_decode_time_s(64, 8192, 64, 8, 128, kv_dtype="bf16", accelerator=h100,
+                                   params=DEFAULT_EFFICIENCY)  # fmt: skip
+    kv_bytes = 2 * 64 * 8192 * 8 * 128 * 2
+    bytes_us = kv_bytes / (3.35e12 * DEFAULT_EFFICIENCY.kv_bandwidth_efficiency_bf16) * 1e6
+    assert float(long) * 1e6 == pytest.approx(bytes_us + 12.0, rel=0.01)
+
+
 def test_prefill_attention_is_causal_and_compute_bound(h100: Accelerator) -> None:
     p = DEFAULT_EFFICIENCY.replace(attention_kernel_latency_us=0.0)
     t = attention_prefill_time_s(1, 16384, 64, 8, 128, accelerator=h100, params=p)

@@ -364,6 +364,8 @@ def _kernel_stages(measurements: Sequence[Measurement]) -> list[_Stage]:
         stages.append(_Stage(f"gemm_{g}", items, gemm_names(g)))
     attention = [m for m in measurements if isinstance(m, AttentionMeasurement)]
     names = ["attention_kernel_latency_us"]
+    if any(m.phase == "decode" for m in attention):
+        names.append("attention_work_item_us")
     for g in DTYPE_GROUPS:
         if any(m.phase == "decode" and dtype_group(m.kv_dtype) == g for m in attention):
             names.append(f"kv_bandwidth_efficiency_{g}")

@@ -157,7 +157,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "mode": _spread(0.0),
         "concurrency_above": _spread(0.095, per_doubling=True),
         "concurrency_below": _spread(0.0, per_doubling=True),
-        "gpus_above": _spread(0.030, per_doubling=True),
+        "gpus_above": _spread(0.023, per_doubling=True),
         "gpus_below": _spread(0.147, per_doubling=True),
     },
     "serving.ttft_ms": {
@@ -169,7 +169,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "gpus_above": _spread(0.0, per_doubling=True),
         "gpus_below": _spread(0.090, per_doubling=True),
     },
-    "static.latency_ms": {"model": _spread(0.005), "mode": _spread(0.221)},
+    "static.latency_ms": {"model": _spread(0.006), "mode": _spread(0.227)},
 }
 
 
