@@ -78,6 +78,8 @@ def measurement_to_dict(m: Measurement) -> dict[str, Any]:
     }
     if isinstance(m, StaticMeasurement):
         out["batch_size"] = m.batch_size
+        if m.identical_prompts:
+            out["identical_prompts"] = True
         metrics: tuple[str, ...] = (
             "latency_ms",
             "ttft_ms",

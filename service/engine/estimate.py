@@ -165,6 +165,7 @@ def _evaluate(
     memory_utilization: float,
     load_pattern: str = "closed_loop",
     max_running_requests: int | None = None,
+    identical_sequences: bool = False,
 ) -> _Points:
     """Run the timeline, memory and cost formulas elementwise over the points."""
     gpus = parallelism.gpus_per_replica
@@ -194,6 +195,7 @@ def _evaluate(
             ],
             points=batches.size,
             params=params,
+            identical_sequences=identical_sequences,
         )
         ttft_s = prefill.time_s
         tpot_s = decode.time_s
@@ -423,6 +425,7 @@ def estimate_stacked(
     member_params: Sequence[EfficiencyParams] | None = None,
     load_pattern: str = "closed_loop",
     max_running_requests: int | None = None,
+    identical_sequences: bool = False,
 ) -> list[EstimateResult]:
     """Return ``estimate`` of every member in one vectorised pass over all their points.
 
@@ -431,7 +434,12 @@ def estimate_stacked(
     that ``member_params[i]`` may differ from ``params`` in the GEMM compute efficiencies (the
     per-accelerator priors). Any invalid member raises for the whole call. Without
     ``with_critical_batch`` the (memoised, but costly when cold) critical batch size is None.
+    ``identical_sequences`` (static only): every batch is copies of one prompt decoded
+    greedily, as some benchmark harnesses run them, so MoE layers read only one sequence's
+    experts (calibration sets it from the measurement; estimates for users never do).
     """
+    if identical_sequences and mode != "static":
+        raise EngineError("identical_sequences describes a static batch")
     members = len(accelerators)
     prices = list(prices_usd_per_hour) if prices_usd_per_hour is not None else [None] * members
     if not len(input_tokens) == len(output_tokens) == len(batch_sizes) == len(prices) == members:
@@ -484,6 +492,7 @@ def estimate_stacked(
         memory_utilization=memory_utilization,
         load_pattern=load_pattern,
         max_running_requests=max_running_requests,
+        identical_sequences=identical_sequences,
     )
     columns = _columns(points, batches, stack.tdp_w, gpus)
     ends = np.cumsum(sizes).tolist()

@@ -218,6 +218,7 @@ class _StepBuilder:
         params: EfficiencyParams,
         phase: str,
         groups: Sequence[AttentionGroup],
+        identical_sequences: bool = False,
     ) -> None:
         self.model, self.acc, self.prec, self.par, self.params = (
             model,
@@ -231,6 +232,14 @@ class _StepBuilder:
         self.shape = shape
         # Tokens of the whole replica: the MoE layers route them all over the MoE group.
         self.all_tokens = sum((g.tokens for g in groups), np.zeros(shape))
+        # Tokens that can route differently: all of them, or one sequence's per group when the
+        # sequences are copies of one prompt decoded greedily (a benchmark harness's batch):
+        # copies pick the same experts, so a step reads only the experts one sequence picks.
+        self.routed_tokens = (
+            sum((np.where(g.sequences > 0, g.new_tokens, 0.0) for g in groups), np.zeros(shape))
+            if identical_sequences
+            else self.all_tokens
+        )
         # One attention-DP rank serves 1/attention_dp of the sequences (spread evenly); every
         # other operator runs on that rank's share.
         adp = float(parallelism.attention_dp)
@@ -466,7 +475,7 @@ class _StepBuilder:
         router = self.gemm(self.tokens, m.num_experts, m.hidden_size, quantized=False)
         self.add("router", GEMM, router.scaled(layers))
         tokens = self.all_tokens
-        touched = expected_experts_touched(m.num_experts, m.experts_per_token, tokens)
+        touched = expected_experts_touched(m.num_experts, m.experts_per_token, self.routed_tokens)
         with np.errstate(divide="ignore", invalid="ignore"):
             rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
         # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
@@ -616,13 +625,17 @@ def step_cost(
     groups: Sequence[AttentionGroup],
     params: EfficiencyParams,
     phase: str,
+    identical_sequences: bool = False,
 ) -> StepCost:
     """Cost one forward step whose sequences are described by attention groups.
 
     GEMMs run once over all the step's tokens (a unified batch); attention runs per group; the LM
     head runs on one row per sequence (the last token of a prefill, the new token of a decode).
+    ``identical_sequences``: each group's sequences are copies of one (they route alike).
     """
-    return _StepBuilder(model, accelerator, precision, parallelism, params, phase, groups).build()
+    return _StepBuilder(
+        model, accelerator, precision, parallelism, params, phase, groups, identical_sequences
+    ).build()
 
 
 def step_costs(
@@ -634,6 +647,7 @@ def step_costs(
     steps: Sequence[tuple[str, Sequence[AttentionGroup]]],
     points: int,
     params: EfficiencyParams,
+    identical_sequences: bool = False,
 ) -> list[StepCost]:
     """Cost several steps over the same ``points`` in one vectorised pass.
 
@@ -669,6 +683,7 @@ def step_costs(
         groups=merged,
         params=params,
         phase="combined",
+        identical_sequences=identical_sequences,
     )
     return [
         combined.part(phase, slice(i * points, (i + 1) * points))

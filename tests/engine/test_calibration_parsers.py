@@ -104,6 +104,12 @@ def test_argonne_csv_static_batch_semantics() -> None:
         "llama-2-7b",
         "llama-3-8b",
     }
+    # Argonne's TensorRT-LLM scripts batch copies of one prompt, greedily (parsers.py)
+    static = [m for m in result.measurements if isinstance(m, StaticMeasurement)]
+    assert {(m.backend, m.identical_prompts) for m in static} == {
+        ("trtllm", True),
+        ("vllm", False),
+    }
 
 
 def test_argonne_throughput_mismatch_warns() -> None:

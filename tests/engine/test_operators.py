@@ -8,7 +8,13 @@ from engine_refs import deepseek_v3, llama_31_8b, mixtral_8x7b
 
 from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.hardware import Accelerator
-from service.engine.operators import decode_step, expected_experts_touched, prefill_step
+from service.engine.operators import (
+    AttentionGroup,
+    decode_step,
+    expected_experts_touched,
+    prefill_step,
+    step_cost,
+)
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.roofline import (
@@ -187,6 +193,27 @@ def test_moe_weight_bytes_grow_toward_all_experts(h100: Accelerator) -> None:
     expert_matrix_bytes = 3 * 4096 * 14336 * 2 * 32
     assert experts.bytes[0] == pytest.approx(2 * expert_matrix_bytes, rel=0.01)
     assert experts.bytes[1] == pytest.approx(8 * expert_matrix_bytes, rel=0.01)
+
+
+def test_a_batch_of_copies_reads_only_the_experts_one_sequence_picks(h100: Accelerator) -> None:
+    """Copies of one prompt decoded greedily route alike: at batch 64 a decode step reads the 2
+    experts one token picks per layer, not the ~8 that 64 independently routed tokens hit."""
+    m = mixtral_8x7b()
+    group = [AttentionGroup.of(64.0, 1.0, 128.0)]
+    plain, copies = (
+        step_cost(m, h100, precision=BF16, parallelism=Parallelism(), groups=group,
+                  params=DEFAULT_EFFICIENCY, phase="decode", identical_sequences=same)
+        for same in (False, True)
+    )  # fmt: skip
+    expert_matrix_bytes = 3 * 4096 * 14336 * 2 * 32
+    experts = {
+        s: next(r for r in c.rows if r.name == "experts")
+        for s, c in (("plain", plain), ("copies", copies))
+    }
+    assert float(experts["plain"].bytes) == pytest.approx(8 * expert_matrix_bytes, rel=0.03)
+    assert float(experts["copies"].bytes) == pytest.approx(2 * expert_matrix_bytes, rel=0.03)
+    # the 64 rows still run (FLOPs as before): only the weights read shrink
+    assert float(experts["copies"].flops) == pytest.approx(float(experts["plain"].flops))
 
 
 def test_prefill_lm_head_runs_on_last_token_only(llama70b: ModelShape, h100: Accelerator) -> None:

@@ -107,6 +107,8 @@ MEASUREMENT_SCHEMA: JsonDict = {
                 "tpot_ms": _POSITIVE_NUMBER,
                 "output_tokens_per_s": _POSITIVE_NUMBER,
                 "total_tokens_per_s": _POSITIVE_NUMBER,
+                # the batch is copies of one prompt decoded greedily (they route alike)
+                "identical_prompts": {"type": "boolean"},
             },
             anyOf=[
                 {"required": [name]}

@@ -101,6 +101,9 @@ class StaticMeasurement:
     backend: str = ""
     accelerator: str = ""
     load_pattern: Literal["static"] = "static"
+    # Every sequence of the batch is a copy of one prompt, decoded greedily: the harness's batch
+    # routes alike through MoE layers (Argonne's TensorRT-LLM scripts; measurement-formats.md).
+    identical_prompts: bool = False
     kind: Literal["static"] = "static"
 
     def whole_batch_latency_ms(self) -> float | None:

@@ -115,6 +115,12 @@ ARGONNE_BACKENDS: Mapping[str, str] = {
     "DeepSpeed-MII": "deepspeed-mii",
     "llama.cpp": "llama.cpp",
 }
+# Backends whose Argonne scripts batch copies of one prompt and decode greedily, so a batch's
+# sequences route alike through MoE layers: the TensorRT-LLM scripts build every batch from one
+# text ("France" × input length, ``generate_input``) and sample with top_k = 1 (their
+# ``add_common_args``), github.com/argonne-lcf/LLM-Inference-Bench, TensorRT-LLM/H100/. The vLLM
+# latency script draws random token ids per sequence and samples at temperature 1.
+ARGONNE_COPIED_PROMPTS = frozenset({"trtllm"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +336,7 @@ def _argonne(r: _Row, warnings: list[str]) -> Measurement | None:
         latency_ms=1000.0 * latency_s,
         backend=backend,
         accelerator=accelerator,
+        identical_prompts=backend in ARGONNE_COPIED_PROMPTS,
     )
 
 
@@ -351,6 +358,7 @@ def _argonne_ttft(r: _Row, warnings: list[str]) -> Measurement | None:
         ttft_ms=1000.0 * r.number("Latency"),
         backend=backend,
         accelerator=accelerator,
+        identical_prompts=backend in ARGONNE_COPIED_PROMPTS,
     )
 
 
@@ -706,6 +714,7 @@ _DICT_FIELDS: Mapping[str, frozenset[str]] = {
             "total_tokens_per_s",
             "backend",
             "load_pattern",
+            "identical_prompts",
         }
     ),
     "serving": frozenset(
@@ -725,6 +734,14 @@ _DICT_FIELDS: Mapping[str, frozenset[str]] = {
         | _LOAD_COLUMNS
     ),
 }
+
+
+def _flag(r: _Row, field: str) -> bool:
+    """A true/false cell (JSON booleans arrive as ``True`` / ``False``); absent is false."""
+    raw = r.text(field, default="false").lower()
+    if raw not in ("true", "false"):
+        raise MeasurementError(r.index, field, f"must be true or false, got {raw!r}")
+    return raw == "true"
 
 
 def _dtype_or_none(r: _Row, field: str) -> str | None:
@@ -779,6 +796,7 @@ def _from_dict(r: _Row, kind: str) -> Measurement:
             tpot_ms=r.optional_number("tpot_ms"),
             output_tokens_per_s=r.optional_number("output_tokens_per_s"),
             total_tokens_per_s=r.optional_number("total_tokens_per_s"),
+            identical_prompts=_flag(r, "identical_prompts"),
             **common,
         )
     return ServingMeasurement(

@@ -105,6 +105,7 @@ class _Stack:
     harness: bool  # closed-loop serving: the harness terms apply (``with_harness_terms``)
     load_pattern: str  # ``engine_load_pattern``
     max_running_requests: int | None  # the run's backend default cap (traffic.backends)
+    identical_sequences: bool  # a static batch of copies of one prompt (``identical_prompts``)
     input_tokens: tuple[int, ...]  # per member
     output_tokens: tuple[int, ...]
     batches: tuple[NDArray[np.float64], ...]
@@ -151,6 +152,7 @@ class RunPredictor:
                 params=params if s.harness else engine_only(params),
                 load_pattern=s.load_pattern,
                 max_running_requests=s.max_running_requests,
+                identical_sequences=s.identical_sequences,
                 with_critical_batch=False,
             )
             for k, name in enumerate(OUTPUTS):
@@ -175,13 +177,17 @@ def _running_cap(run: Run, accelerator: Accelerator) -> int | None:
     return scheduler_defaults(run.backend, accelerator).max_running_requests
 
 
+def _identical(run: Run) -> bool:
+    return isinstance(run, StaticMeasurement) and run.identical_prompts
+
+
 def _stacks(
     runs: Sequence[Run], models: Mapping[str, ModelShape], accelerator: Accelerator
 ) -> list[_Stack]:
     by_stack: dict[Hashable, dict[tuple[int, int], list[int]]] = {}
     for i, r in enumerate(runs):
         load = (with_harness_terms(r), engine_load_pattern(r), _running_cap(r, accelerator))
-        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), load)
+        key = (r.model, precision_of(r), r.tp, r.pp, mode_of(r), load, _identical(r))
         members = by_stack.setdefault(key, {})
         members.setdefault((r.input_tokens, r.output_tokens), []).append(i)
     out: list[_Stack] = []
@@ -197,6 +203,7 @@ def _stacks(
                 harness=with_harness_terms(first),
                 load_pattern=engine_load_pattern(first),
                 max_running_requests=_running_cap(first, accelerator),
+                identical_sequences=_identical(first),
                 input_tokens=tuple(k[0] for k in members),
                 output_tokens=tuple(k[1] for k in members),
                 batches=tuple(
