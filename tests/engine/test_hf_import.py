@@ -88,6 +88,7 @@ CATALOG_ID = {
 }
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
+    "MiniMaxAI--MiniMax-M2.5": "minimax_m2",
 }
 
 
