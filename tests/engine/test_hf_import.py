@@ -59,6 +59,7 @@ TOLERANCE = {"deepseek-ai--DeepSeek-V3": (0.01, 0.015)}
 # Config file -> catalog id, to check that the import equals the seeded shape.
 CATALOG_ID = {
     "meta-llama--Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
+    "meta-llama--Llama-4-Maverick-17B-128E-Instruct": "llama-4-maverick",
     "meta-llama--Meta-Llama-3.1-8B": "llama-3.1-8b",
     "meta-llama--Meta-Llama-3.1-70B": "llama-3.1-70b",
     "meta-llama--Meta-Llama-3.1-405B": "llama-3.1-405b",
@@ -87,6 +88,7 @@ CATALOG_ID = {
 }
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
+    "MiniMaxAI--MiniMax-M2.5": "minimax_m2",
 }
 
 

@@ -21,6 +21,7 @@ from service.api.schemas.analysis import (
     MAX_BATCH_SIZE,
     MAX_TOKENS,
     ActivationDtype,
+    SsmStateDtype,
 )
 from service.api.schemas.common import NO_NUL_PATTERN, Dtype
 from service.api.schemas.planning import (
@@ -55,7 +56,10 @@ MAX_FRONTIER_TP = 16
 MAX_DEGREE = 1024
 _DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|int4|fp4)"
 _ACTIVATION_DTYPE = "(?:fp32|tf32|bf16|fp16|fp8|int8|fp4)"
-PRECISION_LIST = comma_list(f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE})?)?", MAX_PRECISIONS)
+_SSM_STATE_DTYPE = "(?:auto|fp32|fp16|bf16)"
+PRECISION_LIST = comma_list(
+    f"{_DTYPE}(?:/{_ACTIVATION_DTYPE}(?:/{_DTYPE}(?:/{_SSM_STATE_DTYPE})?)?)?", MAX_PRECISIONS
+)
 DEFAULT_SWEEP_BATCHES = ",".join(str(2**i) for i in range(11))
 # A positive rate below 1e6 requests/s: a non-zero integer part, or a fraction with a non-zero
 # digit.
@@ -69,6 +73,30 @@ Tokens = Annotated[int, Query(ge=1, le=MAX_TOKENS)]
 Degree = Annotated[int, Query(ge=1, le=MAX_DEGREE)]
 CalibrationQuery = Annotated[str, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)]
 BackendQuery = Annotated[str | None, Query(max_length=50, pattern=BACKEND_PATTERN)]
+SsmStateQuery = Annotated[
+    SsmStateDtype,
+    Query(
+        description="precision.ssm_state: the Mamba2 SSM state dtype of hybrid models (auto: "
+        "the model dtype); models without Mamba2 layers ignore it."
+    ),
+]
+VirtualStages = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=MAX_DEGREE,
+        description="parallelism.pp_virtual_stages: interleaved pipeline chunks per GPU "
+        "(needs pp > 1, pp·v ≤ num_layers).",
+    ),
+]
+AttentionDp = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=MAX_DEGREE,
+        description="parallelism.attention_dp: attention data-parallel ranks (MoE models).",
+    ),
+]
 
 
 def batch_sizes_query(most: int, default: str) -> Any:
@@ -131,20 +159,16 @@ def _engine_problem(exc: EngineError) -> Response:
 def _target(
     model: str,
     accelerator: str,
-    weights: str,
-    activations: str,
-    kv_cache: str,
-    tp: int,
-    pp: int,
-    ep: int,
+    precision: Precision,
+    parallelism: Parallelism,
     calibration: str,
     backend: str | None,
 ) -> AnalysisTarget:
     return AnalysisTarget(
         model=model,
         accelerator=accelerator,
-        precision=Precision(weights=weights, activations=activations, kv_cache=kv_cache),
-        parallelism=Parallelism(tp=tp, pp=pp, ep=ep),
+        precision=precision,
+        parallelism=parallelism,
         backend=backend,
         calibration=calibration,
     )
@@ -167,9 +191,12 @@ def roofline_chart_body(
     weights: Dtype = "bf16",
     activations: ActivationDtype = "bf16",
     kv_cache: Dtype = "bf16",
+    ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
+    attention_dp: AttentionDp = 1,
+    pp_virtual_stages: VirtualStages = 1,
     calibration: CalibrationQuery = "auto",
     backend: BackendQuery = None,
     fmt: Format = "svg",
@@ -185,7 +212,14 @@ def roofline_chart_body(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_ROOFLINE_BATCHES
     )
     target = _target(
-        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+        model,
+        accelerator,
+        Precision(weights=weights, activations=activations, kv_cache=kv_cache, ssm_state=ssm_state),
+        Parallelism(
+            tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, pp_virtual_stages=pp_virtual_stages
+        ),
+        calibration,
+        backend,
     )
     phases = ("prefill", "decode") if phase == "both" else (phase,)
     try:
@@ -210,9 +244,12 @@ def sweep_chart_body(
     weights: Dtype = "bf16",
     activations: ActivationDtype = "bf16",
     kv_cache: Dtype = "bf16",
+    ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
+    attention_dp: AttentionDp = 1,
+    pp_virtual_stages: VirtualStages = 1,
     calibration: CalibrationQuery = "auto",
     backend: BackendQuery = None,
     fmt: Format = "svg",
@@ -227,7 +264,14 @@ def sweep_chart_body(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_SWEEP_POINTS
     )
     target = _target(
-        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+        model,
+        accelerator,
+        Precision(weights=weights, activations=activations, kv_cache=kv_cache, ssm_state=ssm_state),
+        Parallelism(
+            tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, pp_virtual_stages=pp_virtual_stages
+        ),
+        calibration,
+        backend,
     )
     try:
         data = sweep_data(
@@ -272,16 +316,26 @@ def traffic_chart_body(
     weights: Dtype = "bf16",
     activations: ActivationDtype = "bf16",
     kv_cache: Dtype = "bf16",
+    ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,
     pp: Degree = 1,
     ep: Degree = 1,
+    attention_dp: AttentionDp = 1,
+    pp_virtual_stages: VirtualStages = 1,
     calibration: CalibrationQuery = "auto",
     backend: BackendQuery = None,
     fmt: Format = "svg",
 ) -> Response:
     """Draw p50 TTFT, TPOT and e2e against open-loop request rate, with p50–p99 bands."""
     target = _target(
-        model, accelerator, weights, activations, kv_cache, tp, pp, ep, calibration, backend
+        model,
+        accelerator,
+        Precision(weights=weights, activations=activations, kv_cache=kv_cache, ssm_state=ssm_state),
+        Parallelism(
+            tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, pp_virtual_stages=pp_virtual_stages
+        ),
+        calibration,
+        backend,
     )
     try:
         data = traffic_sweep_data(
@@ -298,14 +352,15 @@ def traffic_chart_body(
 
 
 def _precision_list(raw: str) -> list[dict[str, str]]:
-    """Parse ``"bf16,fp8/fp8"``: each item is weights[/activations[/kv_cache]]."""
-    roles = ("weights", "activations", "kv_cache")
+    """Parse ``"bf16,fp8/fp8"``: each item is weights[/activations[/kv_cache[/ssm_state]]]."""
+    roles = ("weights", "activations", "kv_cache", "ssm_state")
     items = []
     for token in (t.strip() for t in raw.split(",")):
         parts = token.split("/") if token else []
         if not 1 <= len(parts) <= len(roles):
             raise FieldError(
-                "precisions", f"expected weights[/activations[/kv_cache]], got {token!r}"
+                "precisions",
+                f"expected weights[/activations[/kv_cache[/ssm_state]]], got {token!r}",
             )
         items.append(dict(zip(roles, parts, strict=False)))
     return items
@@ -379,8 +434,8 @@ def frontier_chart_body(
         str | None,
         Query(
             pattern=PRECISION_LIST,
-            description="Comma-separated weights[/activations[/kv_cache]] dtypes, e.g. "
-            "bf16,fp8/fp8.",
+            description="Comma-separated weights[/activations[/kv_cache[/ssm_state]]] dtypes, "
+            "e.g. bf16,fp8/fp8 or bf16/bf16/bf16/fp32.",
         ),
     ] = None,
     max_gpus_per_replica: Annotated[int | None, Query(ge=1, le=MAX_GPUS_PER_REPLICA)] = None,
