@@ -115,8 +115,11 @@ class Precision:
 
     @property
     def ssm_state_dtype(self) -> str:
-        """Return the dtype of the Mamba2 SSM state (``auto``: the model dtype)."""
-        return self.unquantized_dtype if self.ssm_state == AUTO else self.ssm_state
+        """Return the dtype of the Mamba2 SSM state (``auto``: the model dtype, stored as fp32
+        when that is tf32, a compute mode of fp32 values)."""
+        if self.ssm_state != AUTO:
+            return self.ssm_state
+        return "fp32" if self.unquantized_dtype == "tf32" else self.unquantized_dtype
 
     @property
     def ssm_state_bytes_per_element(self) -> float:

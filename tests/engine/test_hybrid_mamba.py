@@ -190,6 +190,13 @@ def test_ssm_state_dtype_outside_the_engines_choices_is_refused(dtype: str) -> N
         Precision(ssm_state=dtype).validate()
 
 
+def test_an_automatic_ssm_state_beside_tf32_activations_is_stored_as_fp32() -> None:
+    # tf32 is a compute mode of fp32 values: the state is 4-byte fp32, a dtype the answer names
+    auto = Precision(weights="fp32", activations="tf32", kv_cache="fp32")
+    assert auto.ssm_state_dtype == "fp32" and auto.ssm_state_bytes_per_element == 4.0
+    assert Precision(activations="tf32", ssm_state="bf16").ssm_state_dtype == "bf16"
+
+
 def test_models_without_mamba_layers_ignore_the_ssm_state_dtype() -> None:
     llama = ModelShape(
         id="l", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128,

@@ -300,7 +300,9 @@ def fix_chart_query(query: JsonDict, *, sweep: bool) -> None:
         query["weights"] = precision["weights"]
     if "activations" in query or precision["activations"] != query.get("activations", "bf16"):
         query["activations"] = precision["activations"]
-    layout = {k: query[k] for k in ("tp", "pp", "ep") if k in query}
+    layout = {
+        k: query[k] for k in ("tp", "pp", "ep", "attention_dp", "pp_virtual_stages") if k in query
+    }
     fix_layout(shape, layout)
     query.update(layout)
     if not sweep:  # context_tokens defaults to 2048
