@@ -124,18 +124,28 @@ def test_bad_pools_are_422s_naming_the_field(
     assert field in [e["field"] for e in response.json()["errors"]]
 
 
-def test_disaggregation_with_goodput_targets_is_a_422(client: TestClient) -> None:
-    response = post(
-        client,
-        body(
-            disaggregation={"prefill_replicas": 1, "decode_replicas": 1},
-            slo={"ttft_ms_p90_max": 500.0},
-        ),
-    )
-    assert response.status_code == 422
-    errors = response.json()["errors"]
-    assert errors[0]["field"] == "traffic.disaggregation"
-    assert "POST /v1/plans" in errors[0]["message"]
+def test_disaggregated_estimate_with_targets_reports_the_groups_goodput(
+    client: TestClient,
+) -> None:
+    """With traffic.slo the answer's goodput is per group: the largest rate at which the 1P1D
+    group meets p90 TTFT ≤ 60 ms, below the group's capacity (the least of its pools'), and
+    the same stream through the group at that rate meets the target while the colocated
+    replica's goodput is another figure."""
+    pools = {"prefill_replicas": 1, "decode_replicas": 1}
+    slo = {"ttft_ms_p90_max": 60.0}
+    response = post(client, body(disaggregation=pools, slo=slo))
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    EstimateResponse.model_validate(answer)
+    traffic = answer["traffic"]
+    goodput = traffic["goodput"]
+    assert goodput["limited_by"] == "slo"
+    assert 0.0 < goodput["requests_per_s"] < traffic["saturation_requests_per_s"]
+    assert goodput["ttft_ms"]["p90"] <= 60.0
+    at = post(client, body(request_rate_per_s=goodput["requests_per_s"], disaggregation=pools))
+    assert at.json()["traffic"]["ttft_ms"]["p90"] == pytest.approx(goodput["ttft_ms"]["p90"])
+    colocated = post(client, body(slo=slo)).json()["traffic"]["goodput"]
+    assert colocated["requests_per_s"] != pytest.approx(goodput["requests_per_s"], rel=0.01)
 
 
 def plan(client: TestClient, lengths: tuple[int, int] = (1024, 128), **traffic: Any) -> Any:
@@ -231,7 +241,7 @@ def test_plan_without_percentile_targets_notes_the_unused_pools(client: TestClie
     assert any("traffic.disaggregation sizes fleets" in note for note in answer["notes"])
 
 
-def test_the_schema_states_that_pools_take_no_slo(client: TestClient) -> None:
+def test_the_schema_lets_pools_take_targets(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()["components"]["schemas"]["TrafficIn"]
-    assert schema["if"]["required"] == ["disaggregation"]
-    assert schema["then"] == {"properties": {"slo": {"type": "null"}}}
+    assert "if" not in schema and "then" not in schema
+    assert "per group" in schema["properties"]["disaggregation"]["description"]

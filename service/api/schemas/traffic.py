@@ -208,18 +208,10 @@ class DisaggregationIn(BaseModel):
     )
 
 
-# The goodput search bisects one replica's rate: disaggregated pools take no slo
-# (services/traffic.py refuses the pair with a 422 naming traffic.disaggregation).
-DISAGGREGATION_RULE: JsonDict = {
-    "if": {"required": ["disaggregation"], "properties": {"disaggregation": {"type": "object"}}},
-    "then": {"properties": {"slo": {"type": "null"}}},
-}
-
-
 class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=DISAGGREGATION_RULE)
+    model_config = ConfigDict(extra="forbid")
 
     request_rate_per_s: Rate
     num_requests: SimulatedRequests = Field(
@@ -232,8 +224,8 @@ class TrafficIn(StreamIn):
     disaggregation: DisaggregationIn | None = Field(
         default=None,
         description="Serve the stream with prefill_replicas prefill-only and decode_replicas "
-        "decode-only replicas of this layout and a KV transfer between them (not with slo: "
-        "size groups for targets with POST /v1/plans).",
+        "decode-only replicas of this layout and a KV transfer between them (with slo, the "
+        "goodput is per group).",
     )
 
 
@@ -336,7 +328,7 @@ class PlanDisaggregationOut(BaseModel):
 
 
 class GoodputOut(BaseModel):
-    """The largest request rate per replica meeting every target."""
+    """The largest request rate per replica (per group of pools) meeting every target."""
 
     requests_per_s: float
     limited_by: Literal["saturation", "slo", "unloaded_latency"]

@@ -198,7 +198,8 @@ def decode_capacity(replica: Replica, spec: TrafficSpec) -> float:
     if s_out <= 1.0:
         return math.inf
     # E[O(O − 1)] / E[O − 1]: the mean answer length of the requests running at an instant.
-    running_out = (spec.output_tokens.mean_square - s_out) / (s_out - 1.0)
+    outputs = spec.output_tokens
+    running_out = s_out if outputs.is_fixed else (outputs.mean_square - s_out) / (s_out - 1.0)
     need = s_in + running_out
     held = max(int(config.kv_capacity_tokens // config.need(need)), 1)
     slots = min(config.max_running, held)
