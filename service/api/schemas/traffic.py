@@ -316,6 +316,21 @@ class DisaggregationOut(BaseModel):
     )
 
 
+class PlanColocatedOut(BaseModel):
+    """The colocated fleet of the same configuration, against the chosen pools."""
+
+    replicas: int | None = Field(description="At least dp; null: the targets are missed.")
+    gpus: int | None
+    usd_per_hour: float | None
+    cheaper: bool = Field(
+        description="Whether the colocated fleet costs less than the pools ($/h; GPUs unpriced)."
+    )
+    saving_gpus: int | None = Field(description="The pools' GPUs less the colocated fleet's.")
+    saving_usd_per_hour: float | None = Field(
+        description="The pools' $/h less the colocated fleet's (positive: colocated cheaper)."
+    )
+
+
 class PlanDisaggregationOut(BaseModel):
     """The pool ratio a plan chose for a configuration, and the ratios it tried."""
 
@@ -323,7 +338,13 @@ class PlanDisaggregationOut(BaseModel):
     decode_replicas: int
     groups: int
     tried: list[dict[str, int | float | str | None]] = Field(
-        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour."
+        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour; "
+        'the last, ratio "colocated", is the colocated fleet (groups: its replicas), '
+        "compared but never chosen."
+    )
+    colocated: PlanColocatedOut | None = Field(
+        default=None,
+        description="The colocated fleet of the same configuration and whether it is cheaper.",
     )
 
 
