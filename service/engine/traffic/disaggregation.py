@@ -241,7 +241,7 @@ class PoolGroup:
 
         Unlike the colocated closed-loop estimate, the pools' capacities are steady-state
         counts of one kind of step each; a long stream well above them completes them within
-        a few percent (tests/engine/test_traffic_disaggregation.py), so no simulation is run.
+        a few percent (tests/engine/test_disaggregation_goodput.py), so no simulation is run.
         """
         return self.capacity(spec)
 
