@@ -28,6 +28,10 @@ Disaggregated KV Transfer Flow"; vLLM's proxy streams the decode instance's answ
 prefill request returns). So TTFT = prefill queue + prefill steps + link wait + transfer, and
 the wait for a decode step (and slot) and the decode steps make up TPOT.
 
+The group's goodput (``PoolGroup.goodput``, per group) is the replica's search,
+``model.search_goodput``, bracketed and capped by the group's analytic capacity, which long
+streams through full queues confirm (tests/engine/test_disaggregation_goodput.py).
+
 Not modelled: the prefill replica holding the KV until it is read, decode-side
 pre-allocation before the prefill starts (SGLang), layer-wise transfer overlapping the
 prefill (Mooncake), a link shared between groups, and the MTP drafter's own KV in the transfer.
