@@ -625,15 +625,22 @@ def _size_colocated(
     rate: float,
     headroom: float,
 ) -> FleetSize:
-    """Size the colocated fleet of the same configuration (each replica prefills and decodes)."""
-    return size_fleet(
-        replica,
-        stream,
-        targets,
-        total_per_s=rate,
-        headroom=headroom,
-        capacity_per_s=replica.capacity(stream),
-    )
+    """Size the colocated fleet of the same configuration (each replica prefills and decodes).
+
+    An engine error here (none is known: the pools ran the same replica) leaves the fleet
+    unsized rather than rejecting the pools.
+    """
+    try:
+        return size_fleet(
+            replica,
+            stream,
+            targets,
+            total_per_s=rate,
+            headroom=headroom,
+            capacity_per_s=replica.capacity(stream),
+        )
+    except EngineError:
+        return FleetSize(None, math.nan, None, 0)
 
 
 def _tried(name: str, count: int | None, row: dict[str, Any], per_group: int = 1) -> dict[str, Any]:
