@@ -469,6 +469,7 @@ def size_by_traffic(
             rejected.append(_outranked(row, bound, sized[-1][0]))
             continue
         chosen: dict[str, Any] | None = None
+        colocated: FleetSize | None = None
         group_replicas = 1
         try:
             replica, _ = replica_for(deployment, stream)
@@ -476,6 +477,9 @@ def size_by_traffic(
                 fleet, chosen, group_replicas, cap = _size_groups(
                     replica, stream, targets, request, rate, spec.headroom, row
                 )
+                colocated = _size_colocated(replica, stream, targets, rate, spec.headroom)
+                if chosen is not None:
+                    chosen["tried"].append(_tried("colocated", colocated.replicas, row))
             else:
                 fleet = size_fleet(
                     replica,
@@ -489,14 +493,16 @@ def size_by_traffic(
             rejected.append(_traffic_rejection(row, "misses_slo", str(exc)))
             continue
         if fleet.replicas is None or fleet.result is None:
-            rejected.append(
-                _traffic_rejection(
-                    row,
-                    "misses_slo",
-                    f"percentile targets not met within {fleet.simulations} sizing runs "
-                    f"(last: {fleet.requests_per_s_per_replica:.3g} requests/s per replica)",
-                )
+            reason = (
+                f"percentile targets not met within {fleet.simulations} sizing runs "
+                f"(last: {fleet.requests_per_s_per_replica:.3g} requests/s per replica)"
             )
+            if colocated is not None and colocated.replicas is not None:
+                reason += (
+                    f"; by no pool ratio, while {max(colocated.replicas, spec.dp)} colocated "
+                    "replicas meet them (the same plan without traffic.disaggregation)"
+                )
+            rejected.append(_traffic_rejection(row, "misses_slo", reason))
             continue
         tokens_per_request = stream.input_tokens.mean + stream.output_tokens.mean
         price = row["usd_per_gpu_hour"]
@@ -504,6 +510,8 @@ def size_by_traffic(
         replicas = max(fleet.replicas * group_replicas, spec.dp)
         gpus = replicas * row["gpus_per_replica"]
         fleet_usd = gpus * price if price is not None else None
+        if chosen is not None and colocated is not None:
+            chosen["colocated"] = _colocated_dict(colocated, spec.dp, gpus, fleet_usd, row)
         at = fleet.result
         row.update(
             replicas=replicas,
@@ -543,8 +551,12 @@ def size_by_traffic(
         answer["notes"].append(
             "disaggregated pools: each configuration sized as groups of prefill + decode "
             f"replicas for the ratios {names}; its traffic.disaggregation says which ratio won "
-            "(the cheapest fleet)"
+            "(the cheapest fleet) and what the colocated fleet of the same configuration needs"
         )
+        top = ranked[0]["traffic"]["disaggregation"] if ranked else None
+        alone = top.get("colocated") if top else None
+        if alone and alone["cheaper"]:
+            answer["notes"].append(_colocated_note(ranked[0], alone))
 
 
 def _group_bound(
@@ -574,7 +586,6 @@ def _size_groups(
     Returns the winner's sizing, the ``disaggregation`` part of the answer, replicas per group
     and the group's capacity; a sizing with ``replicas`` None when no ratio meets the targets.
     """
-    price = row["usd_per_gpu_hour"]
     tried: list[dict[str, Any]] = []
     best: tuple[float, int, FleetSize, Any, float] | None = None
     last: FleetSize | None = None
@@ -586,12 +597,9 @@ def _size_groups(
             group, stream, targets, total_per_s=rate, headroom=headroom, capacity_per_s=cap
         )
         last = fleet
-        gpus = None if fleet.replicas is None else fleet.replicas * pools.replicas
-        gpus = None if gpus is None else gpus * row["gpus_per_replica"]
-        usd = gpus * price if gpus is not None and price is not None else None
-        tried.append(
-            {"ratio": pools.name, "groups": fleet.replicas, "gpus": gpus, "usd_per_hour": usd}
-        )
+        entry = _tried(pools.name, fleet.replicas, row, pools.replicas)
+        tried.append(entry)
+        gpus, usd = entry["gpus"], entry["usd_per_hour"]
         if gpus is None:
             continue
         key = (usd if usd is not None else math.inf, gpus)
@@ -608,6 +616,89 @@ def _size_groups(
         "tried": tried,
     }
     return fleet, chosen, pools.replicas, cap
+
+
+def _size_colocated(
+    replica: Replica,
+    stream: TrafficSpec,
+    targets: Sequence[SloTarget],
+    rate: float,
+    headroom: float,
+) -> FleetSize:
+    """Size the colocated fleet of the same configuration (each replica prefills and decodes).
+
+    An engine error here (none is known: the pools ran the same replica) leaves the fleet
+    unsized rather than rejecting the pools.
+    """
+    try:
+        return size_fleet(
+            replica,
+            stream,
+            targets,
+            total_per_s=rate,
+            headroom=headroom,
+            capacity_per_s=replica.capacity(stream),
+        )
+    except EngineError:
+        return FleetSize(None, math.nan, None, 0)
+
+
+def _tried(name: str, count: int | None, row: dict[str, Any], per_group: int = 1) -> dict[str, Any]:
+    """One entry of ``tried``: groups (replicas for colocated), GPUs and price of the fleet."""
+    gpus = None if count is None else count * per_group * row["gpus_per_replica"]
+    price = row["usd_per_gpu_hour"]
+    usd = gpus * price if gpus is not None and price is not None else None
+    return {"ratio": name, "groups": count, "gpus": gpus, "usd_per_hour": usd}
+
+
+def _colocated_dict(
+    fleet: FleetSize, dp: int, pools_gpus: int, pools_usd: float | None, row: dict[str, Any]
+) -> dict[str, Any]:
+    """Compare the colocated fleet (at least dp replicas, as the pools) with the chosen pools.
+
+    Cheaper: fewer dollars per hour, or fewer GPUs where unpriced; the same accelerator prices
+    both, so the two agree. ``saving_*``: the pools' figure less the colocated one.
+    """
+    if fleet.replicas is None:
+        return {
+            "replicas": None,
+            "gpus": None,
+            "usd_per_hour": None,
+            "cheaper": False,
+            "saving_gpus": None,
+            "saving_usd_per_hour": None,
+        }
+    replicas = max(fleet.replicas, dp)
+    gpus = replicas * row["gpus_per_replica"]
+    price = row["usd_per_gpu_hour"]
+    usd = gpus * price if price is not None else None
+    saving_usd = pools_usd - usd if pools_usd is not None and usd is not None else None
+    return {
+        "replicas": replicas,
+        "gpus": gpus,
+        "usd_per_hour": usd,
+        "cheaper": (saving_usd > 0.0) if saving_usd is not None else gpus < pools_gpus,
+        "saving_gpus": pools_gpus - gpus,
+        "saving_usd_per_hour": saving_usd,
+    }
+
+
+def _colocated_note(row: dict[str, Any], colocated: dict[str, Any]) -> str:
+    """Say that the top configuration would cost less colocated, and by how much."""
+    chosen = row["traffic"]["disaggregation"]
+    name = f"{chosen['prefill_replicas']}P{chosen['decode_replicas']}D"
+    if colocated["saving_usd_per_hour"] is not None:
+        saved = colocated["saving_usd_per_hour"]
+        by = f"{saved:.4g} $/h ({saved / row['usd_per_hour']:.0%}) less"
+    else:
+        by = f"{colocated['saving_gpus']} GPUs fewer"
+    return (
+        f"the top configuration ({row['model']} on {row['accelerator']}) would cost {by} "
+        f"colocated: {colocated['replicas']} colocated replica(s), {colocated['gpus']} GPU(s), "
+        f"meet the targets, against its {chosen['groups']} × {name} group(s), {row['gpus']} "
+        "GPUs; the pools stay the answer, as asked; the same plan without "
+        "traffic.disaggregation ranks colocated fleets"
+    )
 
 
 def _outranked(row: dict[str, Any], bound: float, tenth: float) -> dict[str, Any]:

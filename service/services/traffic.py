@@ -25,6 +25,7 @@ from service.engine.traffic.disaggregation import DisaggregatedResult, PoolGroup
 from service.engine.traffic.lengths import LengthDistribution, LengthError
 from service.engine.traffic.model import (
     GoodputResult,
+    GoodputServer,
     Percentiles,
     Replica,
     SloTarget,
@@ -32,6 +33,7 @@ from service.engine.traffic.model import (
     TrafficSpec,
     closed_loop_capacity,
     scheduler_config,
+    search_goodput,
 )
 from service.engine.traffic.speculative import MTP
 from service.engine.workloads import preset_lengths
@@ -332,13 +334,6 @@ def prepare(
     )
     pools = None
     if request.disaggregation:
-        if targets:
-            raise FieldError(
-                "traffic.disaggregation",
-                "not with traffic.slo: the goodput search bisects one replica's rate; size "
-                "groups of pools for percentile targets with POST /v1/plans "
-                "(traffic.disaggregation there)",
-            )
         if len(request.disaggregation) != 1:
             raise FieldError("traffic.disaggregation", "an estimate takes one pool ratio")
         pools = pools_of(request.disaggregation[0])
@@ -449,13 +444,16 @@ def run_traffic(prepared: Prepared) -> dict[str, Any]:
     pools: DisaggregatedResult | None = None
     try:
         if prepared.pools is not None:
-            pools = PoolGroup(replica, prepared.pools).run_pools(spec)
+            group = PoolGroup(replica, prepared.pools)
+            pools = group.run_pools(spec)
             result: TrafficResult = pools.traffic
             rate_max = pools.saturation_requests_per_s
+            server: GoodputServer = group  # the goodput is then per group
         else:
             result = replica.run(spec)
             rate_max = saturation(prepared)
-        found = replica.goodput(spec, prepared.targets) if prepared.targets else None
+            server = replica
+        found = search_goodput(server, spec, prepared.targets) if prepared.targets else None
     except EngineError as exc:
         raise FieldError("traffic", str(exc)) from exc
     load = spec.request_rate_per_s / rate_max

@@ -124,21 +124,38 @@ def test_bad_pools_are_422s_naming_the_field(
     assert field in [e["field"] for e in response.json()["errors"]]
 
 
-def test_disaggregation_with_goodput_targets_is_a_422(client: TestClient) -> None:
-    response = post(
-        client,
-        body(
-            disaggregation={"prefill_replicas": 1, "decode_replicas": 1},
-            slo={"ttft_ms_p90_max": 500.0},
-        ),
-    )
-    assert response.status_code == 422
-    errors = response.json()["errors"]
-    assert errors[0]["field"] == "traffic.disaggregation"
-    assert "POST /v1/plans" in errors[0]["message"]
+def test_disaggregated_estimate_with_targets_reports_the_groups_goodput(
+    client: TestClient,
+) -> None:
+    """With traffic.slo the answer's goodput is per group: the largest rate at which the 1P1D
+    group meets p90 TTFT ≤ 60 ms, below the group's capacity (the least of its pools'), and
+    the same stream through the group at that rate meets the target while the colocated
+    replica's goodput is another figure."""
+    pools = {"prefill_replicas": 1, "decode_replicas": 1}
+    slo = {"ttft_ms_p90_max": 60.0}
+    response = post(client, body(disaggregation=pools, slo=slo))
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    EstimateResponse.model_validate(answer)
+    traffic = answer["traffic"]
+    goodput = traffic["goodput"]
+    assert goodput["limited_by"] == "slo"
+    assert 0.0 < goodput["requests_per_s"] < traffic["saturation_requests_per_s"]
+    assert goodput["ttft_ms"]["p90"] <= 60.0
+    at = post(client, body(request_rate_per_s=goodput["requests_per_s"], disaggregation=pools))
+    assert at.json()["traffic"]["ttft_ms"]["p90"] == pytest.approx(goodput["ttft_ms"]["p90"])
+    colocated = post(client, body(slo=slo)).json()["traffic"]["goodput"]
+    assert colocated["requests_per_s"] != pytest.approx(goodput["requests_per_s"], rel=0.01)
 
 
-def plan(client: TestClient, lengths: tuple[int, int] = (1024, 128), **traffic: Any) -> Any:
+def plan(
+    client: TestClient,
+    lengths: tuple[int, int] = (1024, 128),
+    *,
+    rate: float = 40.0,
+    slo: dict[str, float] | None = None,
+    **traffic: Any,
+) -> Any:
     return client.post(
         "/v1/plans",
         json={
@@ -147,9 +164,9 @@ def plan(client: TestClient, lengths: tuple[int, int] = (1024, 128), **traffic: 
             "input_tokens": lengths[0],
             "output_tokens": lengths[1],
             "objective": "min_cost_per_million_tokens",
-            "requests_per_s": 40.0,
+            "requests_per_s": rate,
             "calibration": "none",
-            "slo": {"ttft_ms_p90_max": 2000.0, "tpot_ms_p99_max": 100.0},
+            "slo": slo or {"ttft_ms_p90_max": 2000.0, "tpot_ms_p99_max": 100.0},
             "precisions": [{"weights": "bf16"}],
             "max_gpus_per_replica": 1,
             "traffic": {"num_requests": 200, **traffic},
@@ -176,8 +193,9 @@ def test_plan_picks_the_cheapest_pool_ratio(
     chosen = row["traffic"]["disaggregation"]
     tried = chosen["tried"]
     names = [t["ratio"] for t in tried]
-    assert names == ["1P1D", "1P2D", "2P1D", "1P3D", "3P1D", "2P3D", "3P2D", "1P4D", "4P1D"]
-    sized = [t for t in tried if t["gpus"] is not None]
+    ratios = ["1P1D", "1P2D", "2P1D", "1P3D", "3P1D", "2P3D", "3P2D", "1P4D", "4P1D"]
+    assert names == [*ratios, "colocated"]  # the colocated fleet is compared, never chosen
+    sized = [t for t in tried if t["gpus"] is not None and t["ratio"] != "colocated"]
     cheapest = min(sized, key=lambda t: (t["usd_per_hour"], t["gpus"]))
     winner = f"{chosen['prefill_replicas']}P{chosen['decode_replicas']}D"
     assert winner == cheapest["ratio"]
@@ -199,8 +217,77 @@ def test_plan_tries_the_ratios_given(client: TestClient) -> None:
     ratios = [{"prefill_replicas": 1, "decode_replicas": 1}]
     answer = plan(client, disaggregation=ratios).json()
     chosen = answer["configurations"][0]["traffic"]["disaggregation"]
-    assert [t["ratio"] for t in chosen["tried"]] == ["1P1D"]
+    assert [t["ratio"] for t in chosen["tried"]] == ["1P1D", "colocated"]
     assert (chosen["prefill_replicas"], chosen["decode_replicas"]) == (1, 1)
+
+
+def test_plan_sizes_the_colocated_fleet_beside_the_pools(client: TestClient) -> None:
+    """40 requests/s of 1,024/256 with p99 TPOT ≤ 10 ms: decode-only steps keep the pools'
+    TPOT low, so groups of pools need fewer GPUs than colocated replicas, whose decode steps
+    carry prompt chunks. The colocated entry is what the same plan without
+    traffic.disaggregation sizes, and it is not cheaper: no note says so."""
+    slo = {"ttft_ms_p90_max": 200.0, "tpot_ms_p99_max": 10.0}
+    response = plan(client, (1024, 256), slo=slo, disaggregation="search")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    PlanResponse.model_validate(answer)
+    row = answer["configurations"][0]
+    chosen = row["traffic"]["disaggregation"]
+    colocated = chosen["colocated"]
+    alone = plan(client, (1024, 256), slo=slo).json()["configurations"][0]
+    assert alone["traffic"]["disaggregation"] is None
+    assert colocated["replicas"] == alone["replicas"]
+    assert colocated["gpus"] == alone["gpus"]
+    assert colocated["usd_per_hour"] == pytest.approx(alone["usd_per_hour"])
+    assert chosen["tried"][-1] == {
+        "ratio": "colocated",
+        "groups": colocated["replicas"],
+        "gpus": colocated["gpus"],
+        "usd_per_hour": pytest.approx(colocated["usd_per_hour"]),
+    }
+    assert colocated["gpus"] > row["gpus"] and colocated["cheaper"] is False
+    assert colocated["saving_gpus"] == row["gpus"] - colocated["gpus"]
+    assert colocated["saving_usd_per_hour"] == pytest.approx(
+        row["usd_per_hour"] - colocated["usd_per_hour"]
+    )
+    assert not any("less colocated" in note for note in answer["notes"])
+
+
+def test_plan_notes_when_colocated_is_cheaper_and_keeps_the_pools(client: TestClient) -> None:
+    """5 requests/s with loose targets: one colocated H100 (2.99 $/h) serves them, while the
+    smallest group, 1P1D, holds two. The pools stay the answer (the plan asked for pools); the
+    row says colocated is cheaper by one GPU's price and the notes say so."""
+    response = plan(client, (1024, 256), rate=5.0, disaggregation="search")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    row = answer["configurations"][0]
+    chosen = row["traffic"]["disaggregation"]
+    assert (chosen["prefill_replicas"], chosen["decode_replicas"], chosen["groups"]) == (1, 1, 1)
+    assert row["replicas"] == 2
+    colocated = chosen["colocated"]
+    assert colocated["cheaper"] is True
+    assert (colocated["replicas"], colocated["gpus"], colocated["saving_gpus"]) == (1, 1, 1)
+    assert colocated["saving_usd_per_hour"] == pytest.approx(2.99)
+    assert any("2.99 $/h (50%) less colocated" in note for note in answer["notes"])
+
+
+def test_pools_that_miss_the_targets_are_rejected_saying_colocated_meets_them(
+    client: TestClient,
+) -> None:
+    """8,192-token prompts, 1P1D over the network (the catalog's 50 GB/s per GPU): every TTFT
+    carries a 1,073,741,824-byte transfer, 1,073,741,824 / (50e9 · 0.85) + 5.8 µs = 25.3 ms, on
+    top of the prefill step (about 174 ms), so the pools' p50 TTFT cannot reach 185 ms whatever
+    their load, while a colocated replica's (the prefill step alone) does."""
+    ratios = [{"prefill_replicas": 1, "decode_replicas": 1, "kv_link": "scale_out"}]
+    response = plan(
+        client, (8192, 64), rate=1.0, slo={"ttft_ms_p50_max": 185.0}, disaggregation=ratios
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["configurations"] == []
+    (rejection,) = answer["rejected"]
+    assert rejection["code"] == "misses_slo"
+    assert "colocated replicas meet them" in rejection["reason"]
 
 
 @pytest.mark.parametrize("bad", ["all", [], [{"prefill_replicas": 0, "decode_replicas": 1}]])
@@ -231,7 +318,7 @@ def test_plan_without_percentile_targets_notes_the_unused_pools(client: TestClie
     assert any("traffic.disaggregation sizes fleets" in note for note in answer["notes"])
 
 
-def test_the_schema_states_that_pools_take_no_slo(client: TestClient) -> None:
+def test_the_schema_lets_pools_take_targets(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()["components"]["schemas"]["TrafficIn"]
-    assert schema["if"]["required"] == ["disaggregation"]
-    assert schema["then"] == {"properties": {"slo": {"type": "null"}}}
+    assert "if" not in schema and "then" not in schema
+    assert "per group" in schema["properties"]["disaggregation"]["description"]

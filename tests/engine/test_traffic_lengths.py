@@ -59,3 +59,14 @@ def test_gamma_gaps_have_unit_mean_and_the_asked_cv(cv: float) -> None:
     gaps = unit_gaps("gamma", cv, 400_000, np.random.default_rng(2))
     assert gaps.mean() == pytest.approx(1.0, rel=0.01)
     assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.02)
+
+
+def test_mean_square_integrates_the_quantile_function_squared() -> None:
+    """Hand calculation: fixed 300 gives 90,000; uniform on [100, 400) gives (100² + 100·400 +
+    400²)/3 = 70,000; the percentile mix agrees with its samples' mean square within 1%."""
+    assert LengthDistribution.fixed(300).mean_square == pytest.approx(90_000.0)
+    uniform = LengthDistribution.from_histogram((100.0, 400.0), (1.0,))
+    assert uniform.mean_square == pytest.approx(70_000.0)
+    mix = LengthDistribution.from_percentiles({0.5: 682, 0.9: 1536}, maximum=2048)
+    samples = mix.quantile(np.random.default_rng(0).random(200_000))
+    assert mix.mean_square == pytest.approx(float(np.mean(samples**2)), rel=0.01)

@@ -208,18 +208,10 @@ class DisaggregationIn(BaseModel):
     )
 
 
-# The goodput search bisects one replica's rate: disaggregated pools take no slo
-# (services/traffic.py refuses the pair with a 422 naming traffic.disaggregation).
-DISAGGREGATION_RULE: JsonDict = {
-    "if": {"required": ["disaggregation"], "properties": {"disaggregation": {"type": "object"}}},
-    "then": {"properties": {"slo": {"type": "null"}}},
-}
-
-
 class TrafficIn(StreamIn):
     """Open-loop traffic: requests arrive at a rate, whatever the replica's state."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=DISAGGREGATION_RULE)
+    model_config = ConfigDict(extra="forbid")
 
     request_rate_per_s: Rate
     num_requests: SimulatedRequests = Field(
@@ -232,8 +224,8 @@ class TrafficIn(StreamIn):
     disaggregation: DisaggregationIn | None = Field(
         default=None,
         description="Serve the stream with prefill_replicas prefill-only and decode_replicas "
-        "decode-only replicas of this layout and a KV transfer between them (not with slo: "
-        "size groups for targets with POST /v1/plans).",
+        "decode-only replicas of this layout and a KV transfer between them (with slo, the "
+        "goodput is per group).",
     )
 
 
@@ -324,6 +316,21 @@ class DisaggregationOut(BaseModel):
     )
 
 
+class PlanColocatedOut(BaseModel):
+    """The colocated fleet of the same configuration, against the chosen pools."""
+
+    replicas: int | None = Field(description="At least dp; null: the targets are missed.")
+    gpus: int | None
+    usd_per_hour: float | None
+    cheaper: bool = Field(
+        description="Whether the colocated fleet costs less than the pools ($/h; GPUs unpriced)."
+    )
+    saving_gpus: int | None = Field(description="The pools' GPUs less the colocated fleet's.")
+    saving_usd_per_hour: float | None = Field(
+        description="The pools' $/h less the colocated fleet's (positive: colocated cheaper)."
+    )
+
+
 class PlanDisaggregationOut(BaseModel):
     """The pool ratio a plan chose for a configuration, and the ratios it tried."""
 
@@ -331,12 +338,18 @@ class PlanDisaggregationOut(BaseModel):
     decode_replicas: int
     groups: int
     tried: list[dict[str, int | float | str | None]] = Field(
-        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour."
+        description="Each ratio tried: ratio, groups (null: targets missed), gpus, usd_per_hour; "
+        'the last, ratio "colocated", is the colocated fleet (groups: its replicas), '
+        "compared but never chosen."
+    )
+    colocated: PlanColocatedOut | None = Field(
+        default=None,
+        description="The colocated fleet of the same configuration and whether it is cheaper.",
     )
 
 
 class GoodputOut(BaseModel):
-    """The largest request rate per replica meeting every target."""
+    """The largest request rate per replica (per group of pools) meeting every target."""
 
     requests_per_s: float
     limited_by: Literal["saturation", "slo", "unloaded_latency"]

@@ -28,6 +28,10 @@ Disaggregated KV Transfer Flow"; vLLM's proxy streams the decode instance's answ
 prefill request returns). So TTFT = prefill queue + prefill steps + link wait + transfer, and
 the wait for a decode step (and slot) and the decode steps make up TPOT.
 
+The group's goodput (``PoolGroup.goodput``, per group) is the replica's search,
+``model.search_goodput``, bracketed and capped by the group's analytic capacity, which long
+streams through full queues confirm (tests/engine/test_disaggregation_goodput.py).
+
 Not modelled: the prefill replica holding the KV until it is read, decode-side
 pre-allocation before the prefill starts (SGLang), layer-wise transfer overlapping the
 prefill (Mooncake), a link shared between groups, and the MTP drafter's own KV in the transfer.
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,13 +50,17 @@ from service.engine.errors import EngineError
 from service.engine.kernels import FloatArray, collective_cost
 from service.engine.memory import kv_cache_bytes_per_token
 from service.engine.traffic.model import (
+    GOODPUT_CEILING,
+    GoodputResult,
     Percentiles,
     Replica,
+    SloTarget,
     TrafficResult,
     TrafficSpec,
     busy_share,
     measurement_window,
     percentiles_of,
+    search_goodput,
     steady_window_s,
     summarise,
 )
@@ -177,24 +185,36 @@ def prefill_capacity(replica: Replica, spec: TrafficSpec) -> float:
 
 
 def decode_capacity(replica: Replica, spec: TrafficSpec) -> float:
-    """Return requests/s one decode replica completes with every slot busy, at mean lengths.
+    """Return requests/s one decode replica completes with every slot busy (Little's law).
 
-    Slots = the running cap, or what the KV cache holds at input + output tokens; each step
-    decodes them all at the mean context input + output/2; a request needs
-    ⌈(output − 1)/E⌉ steps (E tokens gained per step, 1 without speculation).
+    Throughput = slots ÷ (steps per request × step time). A request stays for ⌈(O − 1)/E⌉
+    steps (E tokens gained per step, 1 without speculation), so the requests running at any
+    moment are weighted by O − 1: long answers are over-represented. Over that weighting a
+    request reserves Ī + E[O(O − 1)]/E[O − 1] tokens of KV (input and output lengths are
+    drawn independently) and decodes at context Ī + E[O(O − 1)]/(2·E[O − 1]); slots = the
+    running cap, or what the KV cache holds at that reservation. For fixed lengths these are
+    I + O and I + O/2. Weighted by the mean instead, a skewed mix of answers (median 682,
+    p90 1,536, max 2,048 tokens) was credited 1.19× what a long full queue completes
+    (tests/engine/test_disaggregation_goodput.py).
     """
     config = replica.config
     s_in, s_out = spec.input_tokens.mean, spec.output_tokens.mean
     if s_out <= 1.0:
         return math.inf
-    slots = min(config.max_running, config.requests_held(s_in + s_out))
-    step = replica.table.decode_s(slots, slots * (s_in + s_out / 2.0))
+    # E[O(O − 1)] / E[O − 1]: the mean answer length of the requests running at an instant.
+    outputs = spec.output_tokens
+    running_out = s_out if outputs.is_fixed else (outputs.mean_square - s_out) / (s_out - 1.0)
+    need = s_in + running_out
+    held = max(int(config.kv_capacity_tokens // config.need(need)), 1)
+    slots = min(config.max_running, held)
+    step = replica.table.decode_s(slots, slots * (s_in + running_out / 2.0))
     steps = math.ceil((s_out - 1.0) / config.tokens_per_decode_step - 1e-9)
     return slots / (steps * step)
 
 
 class PoolGroup:
-    """A replica layout served as X prefill + Y decode replicas (``run`` as ``Replica.run``)."""
+    """A replica layout served as X prefill + Y decode replicas (``run``, ``goodput`` as
+    ``Replica``'s: a goodput is then per group)."""
 
     def __init__(self, replica: Replica, pools: Pools) -> None:
         pools.validate()
@@ -220,13 +240,50 @@ class PoolGroup:
         """Simulate the stream through the group; the per-request view only."""
         return self.run_pools(spec).traffic
 
+    def saturation(self, spec: TrafficSpec) -> float:
+        """Return what a full queue sustains: the analytic ``capacity``.
+
+        Unlike the colocated closed-loop estimate, the pools' capacities are steady-state
+        counts of one kind of step each; a long stream well above them completes them within
+        a few percent (tests/engine/test_disaggregation_goodput.py), so no simulation is run.
+        """
+        return self.capacity(spec)
+
+    def goodput_bracket(self, spec: TrafficSpec) -> tuple[float, float]:
+        """Return the group's capacity and the highest rate the goodput search probes.
+
+        The capacities count speculation's tokens per step already: 25% above, no E factor.
+        """
+        capacity = self.capacity(spec)
+        return capacity, GOODPUT_CEILING * capacity
+
+    def prober(self, spec: TrafficSpec) -> Callable[[float], TrafficResult]:
+        """Return a simulation of the spec's seeded stream through the group at any rate."""
+        spec.validate()
+        drawn = self.replica.stream(spec)
+        cached = self.replica.cached_tokens(spec, drawn[1])
+        return lambda rate: self._run_at(spec, rate, drawn, cached).traffic
+
+    def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
+        """Return the largest rate per group meeting every target (``search_goodput``)."""
+        return search_goodput(self, spec, targets)
+
     def run_pools(self, spec: TrafficSpec) -> DisaggregatedResult:
         """Simulate the stream through prefill pool, links and decode pool."""
         spec.validate()
+        drawn = self.replica.stream(spec)
+        cached = self.replica.cached_tokens(spec, drawn[1])
+        return self._run_at(spec, spec.request_rate_per_s, drawn, cached)
+
+    def _run_at(
+        self,
+        spec: TrafficSpec,
+        rate: float,
+        drawn: tuple[FloatArray, list[int], list[int]],
+        cached: list[int] | None,
+    ) -> DisaggregatedResult:
         replica, pools = self.replica, self.pools
-        unit, inputs, outputs = replica.stream(spec)
-        cached = replica.cached_tokens(spec, inputs)
-        rate = spec.request_rate_per_s
+        unit, inputs, outputs = drawn
         arrival = unit / rate
         n = len(inputs)
         config, table = replica.config, replica.table

@@ -131,6 +131,13 @@ class LengthDistribution:
         return float(np.sum(np.diff(p) * (t[1:] + t[:-1]) / 2.0))
 
     @property
+    def mean_square(self) -> float:
+        """E[L²]: over a segment linear from a to b, ∫ L² = width · (a² + ab + b²) / 3."""
+        p, t = np.asarray(self.probabilities), np.asarray(self.tokens)
+        a, b = t[:-1], t[1:]
+        return float(np.sum(np.diff(p) * (a * a + a * b + b * b) / 3.0))
+
+    @property
     def max_tokens(self) -> int:
         return int(np.ceil(self.tokens[-1]))
 

@@ -4,7 +4,8 @@
 cache; ``Replica.run`` draws a seeded request stream (arrivals and lengths) and simulates the
 scheduler over it (``scheduler``); ``Replica.saturation`` measures the most requests per second
 the replica completes with a full queue; ``Replica.goodput`` bisects the request rate for the
-largest one whose percentiles meet the targets. Only the engine's cost terms (kernel
+largest one whose percentiles meet the targets (``search_goodput``, shared with
+``disaggregation.PoolGroup``). Only the engine's cost terms (kernel
 efficiencies, layer, step and sequence overheads) enter; the closed-loop harness terms of
 ``serving.py`` (admission wait, prefill queue share) have no part here, because the queue is
 simulated instead.
@@ -17,8 +18,9 @@ the last ``DRAIN_SHARE`` (no traffic after them) are left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -366,70 +368,94 @@ class Replica:
             mean_output_tokens=spec.output_tokens.mean,
         )
 
-    def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
-        """Bisect the rate in (0, saturation] for the largest one meeting every target.
+    def goodput_bracket(self, spec: TrafficSpec) -> tuple[float, float]:
+        """Return the closed-loop capacity and the highest rate the goodput search probes.
 
-        Every probe reuses the same seeded stream scaled to its rate (common random numbers),
-        so the percentiles move smoothly with the rate.
+        The closed-loop capacity is within about 15% of what the simulated queue sustains:
+        bracket 25% above it. Speculation can raise throughput up to E-fold, which the
+        closed-loop model ignores.
         """
-        spec.validate()
-        if not targets:
-            raise EngineError("slo needs at least one target")
         capacity = self.capacity(spec)
+        return capacity, GOODPUT_CEILING * capacity * self.config.tokens_per_decode_step
+
+    def prober(self, spec: TrafficSpec) -> Callable[[float], TrafficResult]:
+        """Return a simulation of the spec's seeded stream scaled to any rate."""
+        spec.validate()
         unit, inputs, outputs = self.stream(spec)
         cached = self.cached_tokens(spec, inputs)
-        runs = 0
+        return lambda rate: self._run_at(rate, unit, inputs, outputs, cached)
 
-        def probe(rate: float) -> TrafficResult | None:
-            nonlocal runs
-            runs += 1
-            result = self._run_at(rate, unit, inputs, outputs, cached)
-            return result if meets(result, targets) else None
+    def goodput(self, spec: TrafficSpec, targets: Sequence[SloTarget]) -> GoodputResult:
+        """Return the largest rate meeting every target (``search_goodput``)."""
+        return search_goodput(self, spec, targets)
 
-        # The closed-loop capacity is within about 15% of what the simulated queue sustains:
-        # bracket 25% above it. A rate the replica cannot keep up with misses the targets once
-        # its queue has grown (finite streams let loose targets pass a little beyond).
-        # Speculation can raise throughput up to E-fold, which the closed-loop model ignores.
-        high = GOODPUT_CEILING * capacity * self.config.tokens_per_decode_step
-        top = probe(high)
-        if top is not None:
-            return self._within_saturation(spec, high, top, capacity, runs, "saturation")
-        low = capacity * GOODPUT_FLOOR_SHARE
-        best = probe(low)
-        if best is None:
-            return GoodputResult(0.0, capacity, "unloaded_latency", None, runs)
-        for _ in range(GOODPUT_STEPS):
-            middle = math.sqrt(low * high) if high / low > 4.0 else (low + high) / 2.0
-            found = probe(middle)
-            if found is None:
-                high = middle
-            else:
-                low, best = middle, found
-        limited = "saturation" if low >= SATURATION_SHARE * capacity else "slo"
-        return self._within_saturation(spec, low, best, capacity, runs, limited)
 
-    def _within_saturation(
-        self,
-        spec: TrafficSpec,
-        rate: float,
-        result: TrafficResult,
-        capacity: float,
-        runs: int,
-        limited: str,
-    ) -> GoodputResult:
-        """Cap a goodput above the capacity at what the simulated full queue sustains.
+class GoodputServer(Protocol):
+    """What the goodput search needs: a replica, or a group of disaggregated pools."""
 
-        A finite stream beyond saturation can still meet loose targets (its queue has not
-        grown enough yet); no rate above the saturation rate is sustainable, so it is capped.
-        """
+    def goodput_bracket(self, spec: TrafficSpec) -> tuple[float, float]:
+        """Return the fast capacity estimate and the highest rate worth probing."""
+        ...
+
+    def prober(self, spec: TrafficSpec) -> Callable[[float], TrafficResult]:
+        """Return a simulation of one seeded stream at any rate (common random numbers)."""
+        ...
+
+    def saturation(self, spec: TrafficSpec) -> float:
+        """Return the requests/s a full queue sustains (caps a goodput above the capacity)."""
+        ...
+
+
+def search_goodput(
+    server: GoodputServer, spec: TrafficSpec, targets: Sequence[SloTarget]
+) -> GoodputResult:
+    """Bisect the rate in (0, ceiling] for the largest one meeting every target.
+
+    Every probe reuses the same seeded stream scaled to its rate (common random numbers), so
+    the percentiles move smoothly with the rate. A rate the server cannot keep up with misses
+    the targets once its queue has grown (finite streams let loose targets pass a little
+    beyond); a goodput above the capacity is capped at what a full queue sustains.
+    """
+    spec.validate()
+    if not targets:
+        raise EngineError("slo needs at least one target")
+    capacity, high = server.goodput_bracket(spec)
+    run = server.prober(spec)
+    runs = 0
+
+    def probe(rate: float) -> TrafficResult | None:
+        nonlocal runs
+        runs += 1
+        result = run(rate)
+        return result if meets(result, targets) else None
+
+    def within_saturation(rate: float, result: TrafficResult, limited: str) -> GoodputResult:
+        # A finite stream beyond saturation can still meet loose targets (its queue has not
+        # grown enough yet); no rate above the saturation rate is sustainable: capped there.
         if rate <= capacity:
             return GoodputResult(rate, capacity, limited, result, runs)
-        ceiling = self.saturation(spec)
+        ceiling = server.saturation(spec)
         if rate <= ceiling:
             return GoodputResult(rate, capacity, limited, result, runs)
-        unit, inputs, outputs = self.stream(spec)
-        at = self._run_at(ceiling, unit, inputs, outputs, self.cached_tokens(spec, inputs))
-        return GoodputResult(ceiling, capacity, "saturation", at, runs + 1)
+        return GoodputResult(ceiling, capacity, "saturation", run(ceiling), runs + 1)
+
+    top = probe(high)
+    if top is not None:
+        return within_saturation(high, top, "saturation")
+    low = capacity * GOODPUT_FLOOR_SHARE
+    best = probe(low)
+    if best is None:
+        return GoodputResult(0.0, capacity, "unloaded_latency", None, runs)
+    for _ in range(GOODPUT_STEPS):
+        middle = math.sqrt(low * high) if high / low > 4.0 else (low + high) / 2.0
+        found = probe(middle)
+        if found is None:
+            high = middle
+        else:
+            low, best = middle, found
+    return within_saturation(
+        low, best, "saturation" if low >= SATURATION_SHARE * capacity else "slo"
+    )
 
 
 def closed_loop_capacity(
