@@ -6,6 +6,7 @@ scenario runs at saturation (closed loop, fixed concurrency) and at a fixed requ
 loop: latency counts from each request's scheduled send time, so a stalled server is not hidden).
 The client is a minimal keep-alive HTTP/1.1 client on asyncio, light enough to share the machine.
 Targets (issue 5): >= 1,500 req/s single-point estimate at saturation; p99 <= 25 ms at 500 req/s.
+Request bodies vary (batch size, lengths; ``variants``) so each request is real engine work.
 Baseline (issue 12): a bare FastAPI app with one validated POST (bare_app.py), served by the same
 supervisor, uvicorn options and worker count, measured by the same client in the same run; each
 saturation row reports its req/s as a fraction of the baseline's (target: single-point estimate
@@ -552,6 +553,10 @@ def main() -> None:
         "CPU (user + system of its processes, from /proc) per request at saturation, and "
         "`÷ bare CPU` the baseline's CPU per request over the scenario's in the same slices: "
         "the share of the baseline's rate the scenario would reach on cores of its own.",
+        "Request bodies cycle through batch sizes "
+        f"{', '.join(map(str, BATCH_SIZES))} (single-point bodies and intensity) and lengths "
+        f"{', '.join(map(str, INPUT_TOKENS))} in × {', '.join(map(str, OUTPUT_TOKENS))} out, "
+        "every combination once per cycle (the baseline gets the single-point bodies).",
         f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
         f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "
