@@ -6,6 +6,7 @@ scenario runs at saturation (closed loop, fixed concurrency) and at a fixed requ
 loop: latency counts from each request's scheduled send time, so a stalled server is not hidden).
 The client is a minimal keep-alive HTTP/1.1 client on asyncio, light enough to share the machine.
 Targets (issue 5): >= 1,500 req/s single-point estimate at saturation; p99 <= 25 ms at 500 req/s.
+Request bodies vary (batch size, lengths; ``variants``) so each request is real engine work.
 Baseline (issue 12): a bare FastAPI app with one validated POST (bare_app.py), served by the same
 supervisor, uvicorn options and worker count, measured by the same client in the same run; each
 saturation row reports its req/s as a fraction of the baseline's (target: single-point estimate
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import itertools
 import json
 import os
 import platform
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,6 +47,11 @@ ESTIMATE = {
     "output_tokens": 128,
     "calibration": "none",
 }
+# Request bodies vary over these values (cycled, every combination once per cycle) so that the
+# engine does real work per request, not a repeat of the previous one (issue 12).
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+INPUT_TOKENS = (512, 1024, 2048)
+OUTPUT_TOKENS = (64, 128, 256)
 BASELINE = "bare FastAPI POST (baseline)"
 # name -> (server, method, path, body); server "bare" is bare_app.py, "ridgeline" the service.
 SCENARIOS: dict[str, tuple[str, str, str, dict[str, object] | None]] = {
@@ -76,6 +83,28 @@ SCENARIOS: dict[str, tuple[str, str, str, dict[str, object] | None]] = {
         },
     ),
 }
+
+
+def variants(body: dict[str, object] | None) -> list[dict[str, object] | None]:
+    """The bodies a scenario cycles through: its lengths and batch size drawn from the sets
+    above (a body with several batch sizes keeps them; a GET has no body)."""
+    if body is None:
+        return [None]
+    bodies: list[dict[str, object] | None] = []
+    for batch in BATCH_SIZES:
+        for inputs in INPUT_TOKENS:
+            for outputs in OUTPUT_TOKENS:
+                varied = dict(body)
+                if "phase" in body:  # intensity: one step at a context length
+                    varied.update(batch_size=batch, context_tokens=inputs + outputs)
+                else:
+                    varied.update(input_tokens=inputs, output_tokens=outputs)
+                    sizes = body["batch_sizes"]
+                    if isinstance(sizes, list) and len(sizes) == 1:
+                        varied["batch_sizes"] = [batch]
+                bodies.append(varied)
+    unique = {json.dumps(b, sort_keys=True): b for b in bodies}
+    return list(unique.values())
 
 
 @dataclass
@@ -232,14 +261,19 @@ class Connections:
         self.idle.clear()
 
 
-async def saturate(pool: Connections, request: bytes, concurrency: int, duration_s: float) -> Run:
+Requests = Iterator[bytes]  # the scenario's encoded requests, cycled
+
+
+async def saturate(
+    pool: Connections, requests: Requests, concurrency: int, duration_s: float
+) -> Run:
     """Closed loop: ``concurrency`` clients send back to back for ``duration_s``."""
     run = Run()
     deadline = time.perf_counter() + duration_s
 
     async def client() -> None:
         while time.perf_counter() < deadline:
-            await run.timed(pool, request, time.perf_counter())
+            await run.timed(pool, next(requests), time.perf_counter())
 
     began = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -247,7 +281,7 @@ async def saturate(pool: Connections, request: bytes, concurrency: int, duration
     return run
 
 
-async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s: float) -> Run:
+async def fixed_rate(pool: Connections, requests: Requests, rate: float, duration_s: float) -> Run:
     """Open loop: start one request every 1/rate s; latency counts from its scheduled time."""
     run = Run()
     total = int(rate * duration_s)
@@ -259,7 +293,7 @@ async def fixed_rate(pool: Connections, request: bytes, rate: float, duration_s:
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(run.timed(pool, request, scheduled)))
+        tasks.append(asyncio.create_task(run.timed(pool, next(requests), scheduled)))
     await asyncio.gather(*tasks)
     run.elapsed_s = time.perf_counter() - began
     return run
@@ -382,15 +416,16 @@ class Target:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         _, method, path, body = SCENARIOS[name]
-        self.request = encode(method, f"{self.host}:{self.port}", path, body)
+        host = f"{self.host}:{self.port}"
+        self.requests = itertools.cycle([encode(method, host, path, b) for b in variants(body)])
         self.pool = Connections(self.host, self.port)
         self.pid = pid
 
-    async def run(self, runner: Callable[[Connections, bytes], Awaitable[Run]]) -> Run:
+    async def run(self, runner: Callable[[Connections, Requests], Awaitable[Run]]) -> Run:
         """Run one measurement, with the resends and the server CPU it took."""
         resent_before = self.pool.resent
         cpu_before = tree_cpu_s(self.pid) if self.pid is not None else None
-        run = await runner(self.pool, self.request)
+        run = await runner(self.pool, self.requests)
         if cpu_before is not None and self.pid is not None:
             run.cpu_s = tree_cpu_s(self.pid) - cpu_before
         run.resent = self.pool.resent - resent_before
@@ -417,11 +452,11 @@ async def measure(
     paired: dict[str, Run] = {}
     saturation = f"saturation, {concurrency} conns"
     bare = Target(*_where(servers, BASELINE), BASELINE)
-    await saturate(bare.pool, bare.request, concurrency, min(2.0, duration_s))  # warm-up
+    await saturate(bare.pool, bare.requests, concurrency, min(2.0, duration_s))  # warm-up
     for name in names:
         target = bare if name == BASELINE else Target(*_where(servers, name), name)
         if target is not bare:
-            await saturate(target.pool, target.request, concurrency, min(2.0, duration_s))
+            await saturate(target.pool, target.requests, concurrency, min(2.0, duration_s))
         piece = duration_s / (1 if target is bare else slices)
         slice_run = functools.partial(saturate, concurrency=concurrency, duration_s=piece)
         sat, pair = Run(cpu_s=0.0 if target.pid else None), Run(cpu_s=0.0 if bare.pid else None)
@@ -518,6 +553,10 @@ def main() -> None:
         "CPU (user + system of its processes, from /proc) per request at saturation, and "
         "`÷ bare CPU` the baseline's CPU per request over the scenario's in the same slices: "
         "the share of the baseline's rate the scenario would reach on cores of its own.",
+        "Request bodies cycle through batch sizes "
+        f"{', '.join(map(str, BATCH_SIZES))} (single-point bodies and intensity) and lengths "
+        f"{', '.join(map(str, INPUT_TOKENS))} in × {', '.join(map(str, OUTPUT_TOKENS))} out, "
+        "every combination once per cycle (the baseline gets the single-point bodies).",
         f"Each run {args.duration:g} s after a warm-up, every row measured {args.repeat} "
         f"time{'s' if args.repeat > 1 else ''} "
         "(median, and the range in brackets); latency in ms; "

@@ -15,6 +15,7 @@ from service.api.limits import install_limits
 from service.api.logs import configure_logging
 from service.api.metrics import RequestMetrics
 from service.api.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from service.api.middleware_estimate import EstimateFastPath
 from service.api.problems import install_problem_handlers
 from service.api.routers import accelerators, analysis, calibrations, charts, health, models
 from service.api.routers import planning as planning_routes
@@ -91,6 +92,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_dashboard(app)
     # Added last = outermost: the request context wraps the body-size check.
     verifier = app.state.key_verifier = KeyVerifier()
+    # Innermost: plain single estimates skip routing and dependency solving (same answers).
+    app.add_middleware(EstimateFastPath, fastapi_app=app)
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,

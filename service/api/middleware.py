@@ -139,7 +139,10 @@ class BodySizeLimitMiddleware:
         received = 0
         while True:
             try:
-                message = await asyncio.wait_for(receive(), self.read_timeout_s)
+                # asyncio.timeout, not wait_for: no task per message (wait_for wraps the
+                # receive in one), the same TimeoutError when nothing arrives in time.
+                async with asyncio.timeout(self.read_timeout_s):
+                    message = await receive()
             except TimeoutError:
                 await send_problem(
                     send,

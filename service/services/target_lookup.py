@@ -107,7 +107,11 @@ class CatalogLookup:
         self, target: AnalysisTarget, reader: AutocommitReader, viewer: str = ""
     ) -> tuple[CatalogTokens, Loaded | None]:
         """Run the freshness query on ``reader``; return tokens and any cached target."""
-        tokens = reader.run(lambda connection: self.tokens(connection, target, viewer))
+        # The answer depends on the database and on these fields only (see ``_freshness``).
+        key = (target.model, target.accelerator, target.backend, target.calibration, viewer)
+        tokens = reader.run_memoised(
+            key, lambda connection: self.tokens(connection, target, viewer)
+        )
         return tokens, self.cached(tokens, target)
 
     def load_in_session(
