@@ -118,3 +118,21 @@ def test_the_direct_path_names_the_route_in_metrics(
     assert direct_calls == [1]
     metrics = client.get("/metrics").text
     assert 'route="/v1/estimates",status="200"' in metrics
+
+
+def test_the_direct_path_knows_every_dependency_of_the_route(client: TestClient) -> None:
+    """The direct path stands in for exactly these: reads open (``require_read``, checked on
+    ``settings.require_key_for_reads``), no key (``get_viewer`` gives ""), the Accept header.
+    A dependency added to the route must be taught to the direct path (or the path removed):
+    this test fails first."""
+    route = direct._find_route(client.app)  # type: ignore[arg-type]
+
+    def names(dependant: Any) -> list[str]:
+        out: list[str] = []
+        for sub in dependant.dependencies:
+            out += [sub.call.__qualname__, *names(sub)]
+        return out
+
+    assert names(route.dependant) == ["require_read", "get_settings", "get_viewer"]
+    assert [p.name for p in route.dependant.header_params] == ["accept"]
+    assert [p.name for p in route.dependant.body_params] == ["body"]
