@@ -54,9 +54,10 @@ def traffic_table(traffic: TrafficOut) -> Any:
         f"load {number(traffic.load_factor, 2)} of {number(traffic.saturation_requests_per_s, 2)}"
         " requests/s" + (f"; {traffic.message}" if traffic.message else "")
     )
-    if traffic.goodput is not None:
-        title += f"; goodput {number(traffic.goodput.requests_per_s, 2)} requests/s"
     pools = traffic.disaggregation
+    if traffic.goodput is not None:
+        per = " per group" if pools is not None else ""
+        title += f"; goodput {number(traffic.goodput.requests_per_s, 2)} requests/s{per}"
     if pools is not None:
         title += (
             f"; {pools.prefill_replicas}P{pools.decode_replicas}D over {pools.kv_transfer.link} "

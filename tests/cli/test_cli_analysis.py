@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -219,6 +220,11 @@ def test_estimate_with_disaggregated_pools_sends_and_prints_them(ridgeline_cli: 
     table = ridgeline_cli(*args)
     assert table.exit_code == 0, table.stderr
     assert "1P2D over scale_out" in table.stdout and "KV transfer" in table.stdout
+    # with targets, the goodput is the group's and the title says so
+    slo = ("--slo-ttft-p90-ms", "2000", "--slo-tpot-p99-ms", "100")
+    grouped = ridgeline_cli(*args, *slo)
+    assert grouped.exit_code == 0, grouped.stderr
+    assert re.search(r"goodput [0-9.]+ requests/s per group", " ".join(grouped.stdout.split()))
 
 
 def test_estimate_with_a_lengths_preset_draws_its_lengths(ridgeline_cli: Invoke) -> None:
