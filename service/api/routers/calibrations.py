@@ -37,12 +37,14 @@ from service.api.heavy import HeavyWork
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
+    BACKEND_PATTERN,
     CalibrationCreate,
     CalibrationMetadata,
     CalibrationProfileOut,
+    CalibrationProfilesOut,
     CalibrationUploadForm,
 )
-from service.api.schemas.common import Cursor, ListPage, text_query
+from service.api.schemas.common import SLUG_PATTERN, Cursor, ListPage, text_query
 from service.services.calibration import (
     CalibrationService,
     FitLimits,
@@ -249,7 +251,8 @@ Visibility = Literal["published", "private"]
 @router.post(
     "",
     status_code=201,
-    response_model=CalibrationProfileOut,
+    # one profile; with split_by_backend=true {"items": [profile, ...]}
+    response_model=CalibrationProfileOut | CalibrationProfilesOut,
     dependencies=[WriteAccess],
     responses=problem_responses(415, 422, 503),
     openapi_extra={"requestBody": REQUEST_BODY},
@@ -258,10 +261,21 @@ async def create_calibration(
     request: Request,
     service: CalibrationDep,
     settings: SettingsDep,
-    accelerator: Annotated[str | None, text_query(description="For CSV and vllm uploads.")] = None,
-    name: Annotated[str | None, text_query()] = None,
-    backend: Annotated[str | None, text_query()] = None,
-    backend_version: Annotated[str | None, text_query()] = None,
+    # The metadata parameters take the values of the JSON body's fields (CalibrationMetadata).
+    accelerator: Annotated[
+        str | None,
+        Query(
+            pattern=SLUG_PATTERN,
+            max_length=100,
+            description="A catalog accelerator id, for CSV and harness uploads.",
+        ),
+    ] = None,
+    name: Annotated[str | None, text_query(min_length=1, max_length=200)] = None,
+    backend: Annotated[
+        str | None,
+        Query(pattern=BACKEND_PATTERN, max_length=50, description="e.g. vllm, sglang, trtllm."),
+    ] = None,
+    backend_version: Annotated[str | None, text_query(max_length=100)] = None,
     tp: Annotated[
         int, Query(ge=1, le=1024, description="TP of a harness run whose file does not say.")
     ] = 1,
