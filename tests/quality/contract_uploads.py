@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import random
+import re
 import zlib
 from typing import Any
 
@@ -32,6 +33,7 @@ from contract_catalog import (
 
 from service.engine.hf_import import SUPPORTED_MODEL_TYPES
 from service.engine.precision import WIDE_DTYPES, Precision
+from service.services.calibration_uploads import BACKEND_MAX_CHARS, BACKEND_PATTERN
 
 # Bytes per element of the dtypes a measurement names (the gemm and attention rows).
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5}
@@ -153,13 +155,22 @@ def fix_run(row: JsonDict, accelerator: str, backend: str | None) -> None:
                 row["arrival_process"] = ""
 
 
+def _profile_backend(value: object) -> bool:
+    """A run's backend that can be a profile's (split_by_backend=true stores it as one)."""
+    return (
+        isinstance(value, str)
+        and len(value) <= BACKEND_MAX_CHARS
+        and re.match(BACKEND_PATTERN, value) is not None
+    )
+
+
 def _one_backend(rows: list[JsonDict], declared: object, split: bool) -> str | None:
     """The backend every run gets: the declared one, else the first a run names ("" for none).
     ``split_by_backend=true`` takes runs that all name one (declared: none), so each run keeps
     a generated backend or gets the first one named."""
     named = [str(r["backend"]) for r in rows if r.get("backend")]
     if split:
-        return named[0] if named else "vllm"
+        return next((b for b in named if _profile_backend(b)), "vllm")
     if isinstance(declared, str) and declared:
         return declared
     return named[0] if named else ""
@@ -178,7 +189,7 @@ def fix_measurements(rows: list[Any], accelerator: str, declared: object, split:
         elif kind == "attention":
             fix_attention(row, accelerator)
         elif kind in ("static", "serving"):
-            if split and row.get("backend"):
+            if split and _profile_backend(row.get("backend")):
                 fix_run(row, accelerator, None)
             else:
                 fix_run(row, accelerator, backend)

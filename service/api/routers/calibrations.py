@@ -37,7 +37,6 @@ from service.api.heavy import HeavyWork
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
-    BACKEND_PATTERN,
     CalibrationCreate,
     CalibrationMetadata,
     CalibrationProfileOut,
@@ -51,6 +50,8 @@ from service.services.calibration import (
     FitTimeoutError,
 )
 from service.services.calibration_uploads import (
+    BACKEND_MAX_CHARS,
+    BACKEND_PATTERN,
     HARNESS_FORMAT_NAMES,
     CalibrationUpload,
     HarnessOptions,
@@ -273,7 +274,11 @@ async def create_calibration(
     name: Annotated[str | None, text_query(min_length=1, max_length=200)] = None,
     backend: Annotated[
         str | None,
-        Query(pattern=BACKEND_PATTERN, max_length=50, description="e.g. vllm, sglang, trtllm."),
+        Query(
+            pattern=BACKEND_PATTERN,
+            max_length=BACKEND_MAX_CHARS,
+            description="e.g. vllm, sglang, trtllm.",
+        ),
     ] = None,
     backend_version: Annotated[str | None, text_query(max_length=100)] = None,
     tp: Annotated[
@@ -331,7 +336,16 @@ async def create_calibration(
     Also 422 naming the field (not stated in the schema): an accelerator or a model the
     catalog lacks; no accelerator (in the body, the form or the query); a body that is not
     the format `format` names; rows inconsistent in themselves (num_kv_heads must divide
-    num_heads) or naming several backends without `split_by_backend`.
+    num_heads) or naming several backends without `split_by_backend`, or another backend
+    than `backend`; a gemm dtype the accelerator has no peak for; a run whose tp/pp does
+    not divide its model (tp divides num_heads and num_kv_heads or is a multiple of them,
+    pp at most num_layers), whose precision computes in a dtype the accelerator has no
+    peak for, or whose input_tokens + output_tokens exceed the model's context window; a
+    serving run's request_rate_per_s, burstiness or arrival_process on a pattern other
+    than open_loop (open_loop needs request_rate_per_s); with `split_by_backend`, a
+    declared `backend`, a run naming no backend, or one whose backend is no `backend`
+    value (at most 50 letters, digits, `.`, `_`, `-`); an Idempotency-Key already used with
+    another request.
     """
     query = {
         "accelerator": accelerator,

@@ -15,9 +15,9 @@ from service.engine.calibration.measurements import (
 )
 from service.engine.calibration.parsers import DTYPE_ALIASES
 from service.engine.precision import ACTIVATION_DTYPES
+from service.services.calibration_uploads import BACKEND_MAX_CHARS, BACKEND_PATTERN
 
-BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=50)]
+Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=BACKEND_MAX_CHARS)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Version = Annotated[str, StringConstraints(max_length=100)]
 _POSITIVE_INT: JsonDict = {"type": "integer", "minimum": 1}
@@ -25,7 +25,7 @@ _POSITIVE_NUMBER: JsonDict = {"type": "number", "exclusiveMinimum": 0}
 # The dtype names a measurement may give (parsers.DTYPE_ALIASES maps spellings to them; tf32,
 # an API dtype elsewhere, is not one a measurement names); activations: those a GEMM takes.
 MEASUREMENT_DTYPES = sorted(set(DTYPE_ALIASES.values()))
-_DTYPE: JsonDict = {"type": "string", "enum": MEASUREMENT_DTYPES}
+_DTYPE: JsonDict = {"type": "string", "enum": [*MEASUREMENT_DTYPES]}
 _ACTIVATION_DTYPE: JsonDict = {
     "type": "string",
     "enum": [d for d in MEASUREMENT_DTYPES if d in ACTIVATION_DTYPES],
