@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 import re
 import zlib
@@ -195,18 +196,16 @@ def fix_measurements(rows: list[Any], accelerator: str, declared: object, split:
                 fix_run(row, accelerator, backend)
 
 
-def _csv_rows(rng: random.Random, accelerator: str, declared: object, split: bool) -> str:
-    """A benchmark CSV in one of two formats the upload detects (gemm or serving columns),
-    rows drawn from ``rng`` and fixed as the JSON rows are."""
+def _drawn_rows(rng: random.Random, serving: bool) -> list[JsonDict]:
+    """One to four rows of one kind (serving runs or gemm kernels) drawn from ``rng``."""
     rows: list[JsonDict] = []
-    serving = rng.random() < 0.5
     for _ in range(rng.randint(1, 4)):
         if serving:
             row: JsonDict = {
                 "kind": "serving",
                 "model": rng.random(),
                 "parallelism": {"tp": rng.choice([1, 2, 4, 8]), "pp": 1},
-                "precision": {"weights": "bf16", "activations": "bf16"},
+                "precision": {"weights": rng.choice(["bf16", "fp16", "fp8"])},
                 "input_tokens": rng.randint(1, 4096),
                 "output_tokens": rng.randint(1, 1024),
                 "concurrency": rng.randint(1, 256),
@@ -223,13 +222,17 @@ def _csv_rows(rng: random.Random, accelerator: str, declared: object, split: boo
                 "latency_ms": rng.uniform(1e-3, 10.0),
             }
         rows.append(row)
-    fix_measurements(rows, accelerator, declared, split)
+    return rows
+
+
+def _csv_text(rows: list[JsonDict]) -> str:
+    """The rows as a benchmark CSV the upload detects (gemm or serving columns)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    if serving:
-        # `precision`: the weights dtype; `gemm_quant_mode`: the activations dtype
-        header = ["model", "isl", "osl", "concurrency", "tp", "precision", "gemm_quant_mode"]
-        writer.writerow([*header, "backend", "ttft_ms", "tpot_ms"])
+    if rows[0]["kind"] == "serving":
+        # `precision`: the weights dtype (activations follow it, as in a JSON row without them)
+        header = ["model", "isl", "osl", "concurrency", "tp", "precision", "backend"]
+        writer.writerow([*header, "ttft_ms", "tpot_ms"])
         for r in rows:
             writer.writerow(
                 [
@@ -239,7 +242,6 @@ def _csv_rows(rng: random.Random, accelerator: str, declared: object, split: boo
                     r["concurrency"],
                     r["parallelism"]["tp"],
                     r["precision"]["weights"],
-                    r["precision"]["activations"],
                     r.get("backend", ""),
                     r["ttft_ms"],
                     r["tpot_ms"],
@@ -251,17 +253,62 @@ def _csv_rows(rng: random.Random, accelerator: str, declared: object, split: boo
     return buffer.getvalue()
 
 
+def _vllm_results(rows: list[JsonDict]) -> str:
+    """The serving rows as `vllm bench serve --save-result` results (closed loops at
+    max_concurrency, request_rate inf; docs/measurement-formats.md), one JSON line each."""
+    lines = []
+    for r in rows:
+        requests = 4 * r["concurrency"]
+        result = {
+            "model_id": r["model"],
+            "backend": r.get("backend") or "vllm",
+            "completed": requests,
+            "num_prompts": requests,
+            "total_input_tokens": requests * r["input_tokens"],
+            "total_output_tokens": requests * r["output_tokens"],
+            "mean_ttft_ms": r["ttft_ms"],
+            "mean_tpot_ms": r["tpot_ms"],
+            "request_rate": "inf",
+            "max_concurrency": r["concurrency"],
+            "tensor_parallel_size": r["parallelism"]["tp"],
+            "precision": r["precision"]["weights"],
+        }
+        lines.append(json.dumps(result))
+    return "\n".join(lines) + "\n"
+
+
+# Harness formats a positive case may force with `format` (the file is built for it).
+BUILT_FORMATS = {"vllm_bench_json": _vllm_results}
+
+
+def _upload_file(
+    rng: random.Random, accelerator: str, declared: object, split: bool, format_name: object
+) -> str:
+    """A file for a text/csv body or a multipart `file`: the results of the harness
+    ``format_name`` forces, else a benchmark CSV; rows fixed as the JSON rows are."""
+    build = BUILT_FORMATS.get(str(format_name))
+    rows = _drawn_rows(rng, serving=build is not None or rng.random() < 0.5)
+    fix_measurements(rows, accelerator, declared, split)
+    if build is not None:
+        for row in rows:  # a harness run names its backend ("vllm" when the file does not)
+            row["backend"] = row.get("backend") or "vllm"
+        return build(rows)
+    return _csv_text(rows)
+
+
 def fix_calibration(case: schemathesis.Case) -> None:
     """POST /v1/calibrations: "422 ... an accelerator or a model the catalog lacks; no
     accelerator; a body that is not the format `format` names; rows inconsistent in
     themselves (num_kv_heads must divide num_heads) or naming several backends without
-    `split_by_backend`"; an Idempotency-Key reused with another body is a 422 too."""
+    `split_by_backend`" (the description lists the rest)."""
     query = case.query if case.query is not None else {}
     case.query = query
     split = str(query.get("split_by_backend", "false")).lower() == "true"
-    # The generated bodies are API bodies or CSV text, never a harness result file: the
-    # format a forced `format` names is not generated, so positive cases leave it out.
-    query.pop("format", None)
+    # A forced `format` needs a result file of that harness: one is built for the formats of
+    # BUILT_FORMATS, as a file (a text/csv body or a multipart file; a JSON body in the
+    # document is the API body), else `format` is left out.
+    if case.media_type == "application/json" or query.get("format") not in BUILT_FORMATS:
+        query.pop("format", None)
     if split:
         query.pop("backend", None)  # "leave backend out with split_by_backend=true"
     body = case.body
@@ -272,14 +319,17 @@ def fix_calibration(case: schemathesis.Case) -> None:
         rows = body.get("measurements") if isinstance(body.get("measurements"), list) else []
         fix_measurements(rows, body["accelerator"], body.get("backend"), split)
     elif case.media_type == "text/csv":
-        query["accelerator"] = _catalog_id(READ_ACCELERATORS, query.get("accelerator"))
-        case.body = _csv_rows(_seeded(body), query["accelerator"], query.get("backend"), split)
+        accelerator = _catalog_id(READ_ACCELERATORS, query.get("accelerator"))
+        query["accelerator"] = accelerator
+        rng = _seeded(body)
+        case.body = _upload_file(rng, accelerator, query.get("backend"), split, query.get("format"))
     elif case.media_type == "multipart/form-data" and isinstance(body, dict):
         body["accelerator"] = _catalog_id(READ_ACCELERATORS, body.get("accelerator"))
         if split:
             body.pop("backend", None)
         declared = body.get("backend") or query.get("backend")
-        body["file"] = _csv_rows(_seeded(body.get("file")), body["accelerator"], declared, split)
+        rng = _seeded(body.get("file"))
+        body["file"] = _upload_file(rng, body["accelerator"], declared, split, query.get("format"))
 
 
 def unique_idempotency_key(case: schemathesis.Case) -> None:
