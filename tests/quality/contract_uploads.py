@@ -277,18 +277,68 @@ def _vllm_results(rows: list[JsonDict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sglang_results(rows: list[JsonDict]) -> str:
+    """The serving rows as `sglang.bench_serving --output-file` lines (closed loops); SGLang
+    records neither TP nor precision: they come from the query (fix_harness_query)."""
+    lines = []
+    for r in rows:
+        requests = 4 * r["concurrency"]
+        result = {
+            "model_id": r["model"],
+            "backend": r.get("backend") or "sglang",
+            "completed": requests,
+            "total_input_tokens": requests * r["input_tokens"],
+            "total_output_tokens": requests * r["output_tokens"],
+            "mean_ttft_ms": r["ttft_ms"],
+            "mean_tpot_ms": r["tpot_ms"],
+            "mean_e2e_latency_ms": r["ttft_ms"] + r["output_tokens"] * r["tpot_ms"],
+            "request_rate": "inf",
+            "max_concurrency": r["concurrency"],
+        }
+        lines.append(json.dumps(result))
+    return "\n".join(lines) + "\n"
+
+
 # Harness formats a positive case may force with `format` (the file is built for it).
-BUILT_FORMATS = {"vllm_bench_json": _vllm_results}
+BUILT_FORMATS = {"vllm_bench_json": _vllm_results, "sglang_bench_serving": _sglang_results}
+
+
+def fix_harness_query(query: JsonDict, rows: list[JsonDict], accelerator: str) -> None:
+    """A file that does not record TP or the weights dtype takes the query's `tp` and
+    `weights_dtype` for every run: the largest tp up to the generated one that every run's
+    model admits, and a weights dtype whose compute dtype has a peak (bf16, or fp16)."""
+    wanted = max(1, _int(query.get("tp"), 1))
+    shapes = [_SHAPES[r["model"]] for r in rows]
+
+    def admitted(tp: int) -> bool:
+        for shape in shapes:
+            layout = {"tp": tp}
+            fix_layout(shape, layout)
+            if layout["tp"] != tp:
+                return False
+        return True
+
+    query["tp"] = max(t for t in range(1, min(wanted, 1024) + 1) if admitted(t))
+    weights = {"precision": {"weights": query.get("weights_dtype")}}
+    if weights["precision"]["weights"] not in _DTYPE_BYTES:
+        weights["precision"]["weights"] = "bf16"
+    fix_run_precision(weights, accelerator)
+    query["weights_dtype"] = weights["precision"]["weights"]
+    for r in rows:
+        r["parallelism"]["tp"] = query["tp"]
+        r["precision"] = {"weights": query["weights_dtype"]}
 
 
 def _upload_file(
-    rng: random.Random, accelerator: str, declared: object, split: bool, format_name: object
+    rng: random.Random, accelerator: str, declared: object, split: bool, query: JsonDict
 ) -> str:
-    """A file for a text/csv body or a multipart `file`: the results of the harness
-    ``format_name`` forces, else a benchmark CSV; rows fixed as the JSON rows are."""
-    build = BUILT_FORMATS.get(str(format_name))
+    """A file for a text/csv body or a multipart `file`: the results of the harness the
+    query's `format` forces, else a benchmark CSV; rows fixed as the JSON rows are."""
+    build = BUILT_FORMATS.get(str(query.get("format")))
     rows = _drawn_rows(rng, serving=build is not None or rng.random() < 0.5)
     fix_measurements(rows, accelerator, declared, split)
+    if build is _sglang_results:
+        fix_harness_query(query, rows, accelerator)
     if build is not None:
         for row in rows:  # a harness run names its backend ("vllm" when the file does not)
             row["backend"] = row.get("backend") or "vllm"
@@ -322,14 +372,14 @@ def fix_calibration(case: schemathesis.Case) -> None:
         accelerator = _catalog_id(READ_ACCELERATORS, query.get("accelerator"))
         query["accelerator"] = accelerator
         rng = _seeded(body)
-        case.body = _upload_file(rng, accelerator, query.get("backend"), split, query.get("format"))
+        case.body = _upload_file(rng, accelerator, query.get("backend"), split, query)
     elif case.media_type == "multipart/form-data" and isinstance(body, dict):
         body["accelerator"] = _catalog_id(READ_ACCELERATORS, body.get("accelerator"))
         if split:
             body.pop("backend", None)
         declared = body.get("backend") or query.get("backend")
         rng = _seeded(body.get("file"))
-        body["file"] = _upload_file(rng, body["accelerator"], declared, split, query.get("format"))
+        body["file"] = _upload_file(rng, body["accelerator"], declared, split, query)
 
 
 def unique_idempotency_key(case: schemathesis.Case) -> None:
