@@ -32,12 +32,10 @@ from contract_catalog import (
     fix_layout,
 )
 
+from service.api.schemas.calibrations import MEASUREMENT_DTYPES
 from service.engine.hf_import import SUPPORTED_MODEL_TYPES
-from service.engine.precision import WIDE_DTYPES, Precision
+from service.engine.precision import DTYPE_BYTES, WIDE_DTYPES, Precision
 from service.services.calibration_uploads import BACKEND_MAX_CHARS, BACKEND_PATTERN
-
-# Bytes per element of the dtypes a measurement names (the gemm and attention rows).
-_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5}
 
 
 def _seeded(generated: object) -> random.Random:
@@ -76,7 +74,7 @@ def _bandwidth_bytes_s(accelerator: str) -> float:
 def fix_gemm(row: JsonDict, accelerator: str) -> None:
     """A dtype the accelerator has a peak for ("422: <accelerator> has no <dtype> peak") and a
     latency no shorter than the GEMM takes at that peak: 2·m·n·k flops (measured ≤ peak)."""
-    peaks = {d: v for d, v in _peak_tflops(accelerator).items() if d in _DTYPE_BYTES}
+    peaks = {d: v for d, v in _peak_tflops(accelerator).items() if d in MEASUREMENT_DTYPES}
     if row.get("dtype") not in peaks:
         row["dtype"] = _pick(sorted(peaks), row.get("dtype"))
     flops = 2.0 * _int(row.get("m"), 1) * _int(row.get("n"), 1) * _int(row.get("k"), 1)
@@ -95,7 +93,7 @@ def fix_attention(row: JsonDict, accelerator: str) -> None:
         * _int(row.get("context_tokens"), 1)
         * row["num_kv_heads"]
         * _int(row.get("head_dim"), 1)
-        * _DTYPE_BYTES.get(str(row.get("kv_dtype", "bf16")), 2)
+        * DTYPE_BYTES.get(str(row.get("kv_dtype", "bf16")), 2)
     )
     floor_ms = kv_bytes / _bandwidth_bytes_s(accelerator) * 1e3
     row["latency_ms"] = max(_number(row.get("latency_ms"), floor_ms), floor_ms)
@@ -320,7 +318,7 @@ def fix_harness_query(query: JsonDict, rows: list[JsonDict], accelerator: str) -
 
     query["tp"] = max(t for t in range(1, min(wanted, 1024) + 1) if admitted(t))
     weights = {"precision": {"weights": query.get("weights_dtype")}}
-    if weights["precision"]["weights"] not in _DTYPE_BYTES:
+    if weights["precision"]["weights"] not in MEASUREMENT_DTYPES:
         weights["precision"]["weights"] = "bf16"
     fix_run_precision(weights, accelerator)
     query["weights_dtype"] = weights["precision"]["weights"]
