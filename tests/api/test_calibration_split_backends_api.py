@@ -34,3 +34,17 @@ def test_a_run_backend_that_is_no_profile_backend_is_a_422(
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["field"] == "measurements.1.backend"
     assert client.get("/v1/calibrations", headers=auth_headers).json()["items"] == []
+
+
+def test_the_document_states_the_upload_form_and_both_201_bodies(client: TestClient) -> None:
+    """The form has only its named text fields (never JSON null: a "null" field is the text
+    "null"), and the 201 body is a profile or, split by backend, {"items": [...]}."""
+    operation = client.get("/openapi.json").json()["paths"]["/v1/calibrations"]["post"]
+    form = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert form["additionalProperties"] is False
+    assert all("anyOf" not in field for field in form["properties"].values())
+    created = operation["responses"]["201"]["content"]["application/json"]["schema"]
+    refs = {branch.get("$ref", "").rsplit("/", 1)[-1] for branch in created["anyOf"]}
+    assert refs == {"CalibrationProfileOut", "CalibrationProfilesOut"}
+    dtypes = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert "bf16" in str(dtypes) and "tf32" not in str(dtypes)

@@ -122,7 +122,22 @@ backend than `backend`, is refused with a 422 on `backend` listing them; nothing
 With `split_by_backend=true` one profile per backend is stored instead (all or none) and the 201
 body is `{"items": [profile, ...]}`.
 """
-_UPLOAD_FORM = _schema(CalibrationUploadForm)
+
+
+def _form_schema(model: type[Any]) -> dict[str, Any]:
+    """A multipart form's schema: a form field is text or absent, never JSON null (a "null"
+    field would be read as the text "null"), so optional fields lose their null branch."""
+    schema = _schema(model)
+    for name, field in schema["properties"].items():
+        branches = field.get("anyOf", [])
+        if {"type": "null"} in branches:
+            text = [b for b in branches if b != {"type": "null"}]
+            rest = {k: v for k, v in field.items() if k not in ("anyOf", "default")}
+            schema["properties"][name] = {**rest, **text[0]} if len(text) == 1 else field
+    return schema
+
+
+_UPLOAD_FORM = _form_schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
