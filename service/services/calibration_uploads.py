@@ -379,7 +379,8 @@ def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
     BACKEND_MAX_CHARS): FieldError."""
     for index, m in enumerate(upload.measurements):
         backend = getattr(m, "backend", "")
-        if backend and (len(backend) > BACKEND_MAX_CHARS or not re.match(BACKEND_PATTERN, backend)):
+        too_long = len(backend) > BACKEND_MAX_CHARS
+        if backend and (too_long or not re.fullmatch(BACKEND_PATTERN, backend)):
             field, where = _where(upload, index, "backend")
             raise FieldError(
                 field,

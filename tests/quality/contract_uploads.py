@@ -159,7 +159,7 @@ def _profile_backend(value: object) -> bool:
     return (
         isinstance(value, str)
         and len(value) <= BACKEND_MAX_CHARS
-        and re.match(BACKEND_PATTERN, value) is not None
+        and re.fullmatch(BACKEND_PATTERN, value) is not None
     )
 
 
