@@ -30,7 +30,6 @@ from schemathesis import GenerationMode
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from contract_catalog import (
-    _MODEL_RECORDS,
     _PEAKS,
     _SHAPES,
     PATCHED_ACCELERATORS,
@@ -119,12 +118,14 @@ def fix_model_patch(body: JsonDict, model_id: str) -> None:
 
     Description of PATCH /v1/models/{model_id}: "The merged model must be a valid POST
     /v1/models body". A patch that touches a shape field carries every shape field (the
-    generated ones, the rest from the seeded record), made consistent as for POST.
+    generated ones, the rest from the seeded shape, defaults included: an earlier patch of
+    the run may have stored a field the seeded record leaves out, e.g. a layer_pattern),
+    made consistent as for POST.
     """
     if not any(key in _SHAPE_KEYS for key in body):
         return
-    record = _MODEL_RECORDS[model_id]
-    full = {k: record[k] for k in _SHAPE_KEYS if k in record}
+    seeded = _SHAPES[model_id]
+    full = {k: getattr(seeded, k) for k in _SHAPE_KEYS}
     full.update({k: v for k, v in body.items() if k in _SHAPE_KEYS and v is not None})
     for key, value in {"intermediate_size": 1, "moe_intermediate_size": 1}.items():
         if not _int(full.get(key), 0):
