@@ -59,6 +59,9 @@ from service.services.errors import NESTING_MESSAGE, FieldError
 
 MAX_MISSING_COLUMNS = 32  # bound on the header probe loop
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A profile's backend (the API's `backend` field; calibration_profiles.backend holds 50 chars).
+BACKEND_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+BACKEND_MAX_CHARS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,7 +375,19 @@ def check_one_backend(upload: CalibrationUpload) -> None:
 def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
     """One upload per backend the runs name, in first-seen order; kernel measurements (which
     name no backend) go to every part. A run naming no backend, or a declared backend, cannot
-    be assigned: FieldError."""
+    be assigned, nor one whose backend is no profile backend (BACKEND_PATTERN, at most
+    BACKEND_MAX_CHARS): FieldError."""
+    for index, m in enumerate(upload.measurements):
+        backend = getattr(m, "backend", "")
+        too_long = len(backend) > BACKEND_MAX_CHARS
+        if backend and (too_long or not re.fullmatch(BACKEND_PATTERN, backend)):
+            field, where = _where(upload, index, "backend")
+            raise FieldError(
+                field,
+                f"{where}: {backend[:60]!r} cannot be a profile's backend with "
+                f"split_by_backend=true (at most {BACKEND_MAX_CHARS} letters, digits, '.', "
+                "'_' or '-', starting with a letter or digit)",
+            )
     if upload.metadata.backend:
         raise FieldError(
             "backend",

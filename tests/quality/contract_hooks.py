@@ -17,6 +17,8 @@ reads, so a patched model or accelerator never changes what a later operation ex
 
 from __future__ import annotations
 
+import os
+import sys
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -24,40 +26,27 @@ from typing import Any
 import schemathesis
 from schemathesis import GenerationMode
 
-from service.catalog_files import load_accelerator_records, load_model_records, model_from_record
+# `schemathesis run` loads this file by path: its sibling modules are imported from its folder.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from contract_catalog import (
+    _PEAKS,
+    _SHAPES,
+    PATCHED_ACCELERATORS,
+    PATCHED_MODELS,
+    PLAN_POINTS,
+    READ_ACCELERATORS,
+    READ_MODELS,
+    JsonDict,
+    _divisor_at_most,
+    _int,
+    _pick,
+    fix_layout,
+)
+from contract_uploads import fix_calibration, fix_import, unique_idempotency_key
+
 from service.engine.precision import WIDE_DTYPES, Precision
 from service.engine.shapes import ModelShape
-
-JsonDict = dict[str, Any]
-
-_MODEL_RECORDS = {str(r["id"]): r for r in load_model_records()}
-_ACCELERATOR_RECORDS = {str(r["id"]): r for r in load_accelerator_records()}
-_SHAPES = {model_id: model_from_record(r) for model_id, r in _MODEL_RECORDS.items()}
-_PEAKS = {
-    acc_id: {str(k) for k in r["peak_tflops"]}  # type: ignore[attr-defined]
-    for acc_id, r in _ACCELERATOR_RECORDS.items()
-}
-# PUT and merge patches go to the last two seeded ids of each kind (the tests send an admin key,
-# which may edit seeded rows); reads and plans use the others.
-PATCHED_MODELS = sorted(_MODEL_RECORDS)[-2:]
-PATCHED_ACCELERATORS = sorted(_ACCELERATOR_RECORDS)[-2:]
-READ_MODELS = sorted(set(_MODEL_RECORDS) - set(PATCHED_MODELS))
-READ_ACCELERATORS = sorted(set(_ACCELERATOR_RECORDS) - set(PATCHED_ACCELERATORS))
-# POST /v1/plans: "Candidates x concurrency levels may not exceed the work budget
-# (max_plan_points, 65,536 by default; 422 past it)".
-PLAN_POINTS = 65_536
-
-
-def _pick(options: list[str], generated: object) -> str:
-    """A catalog id chosen by the generated value (deterministic, varies with it)."""
-    return options[zlib.crc32(repr(generated).encode()) % len(options)]
-
-
-def _int(value: object, default: int) -> int:
-    """The generated integer (query values may come as decimal strings)."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def _if_match(case: schemathesis.Case) -> None:
@@ -67,11 +56,6 @@ def _if_match(case: schemathesis.Case) -> None:
     value = headers.get("If-Match")
     if value not in (None, "*") and zlib.crc32(repr(value).encode()) % 2:
         headers["If-Match"] = "*"
-
-
-def _divisor_at_most(n: int, wanted: int) -> int:
-    """The largest divisor of ``n`` not above ``wanted`` (1 divides everything)."""
-    return max(d for d in range(1, max(1, min(n, wanted)) + 1) if n % d == 0)
 
 
 # ---- models: POST / PUT / PATCH /v1/models ------------------------------------------------
@@ -134,12 +118,14 @@ def fix_model_patch(body: JsonDict, model_id: str) -> None:
 
     Description of PATCH /v1/models/{model_id}: "The merged model must be a valid POST
     /v1/models body". A patch that touches a shape field carries every shape field (the
-    generated ones, the rest from the seeded record), made consistent as for POST.
+    generated ones, the rest from the seeded shape, defaults included: an earlier patch of
+    the run may have stored a field the seeded record leaves out, e.g. a layer_pattern),
+    made consistent as for POST.
     """
     if not any(key in _SHAPE_KEYS for key in body):
         return
-    record = _MODEL_RECORDS[model_id]
-    full = {k: record[k] for k in _SHAPE_KEYS if k in record}
+    seeded = _SHAPES[model_id]
+    full = {k: getattr(seeded, k) for k in _SHAPE_KEYS}
     full.update({k: v for k, v in body.items() if k in _SHAPE_KEYS and v is not None})
     for key, value in {"intermediate_size": 1, "moe_intermediate_size": 1}.items():
         if not _int(full.get(key), 0):
@@ -207,43 +193,6 @@ def fix_interconnect(body: JsonDict) -> None:
 
 
 # ---- catalog-dependent analyses: intensity, roofline, sweep --------------------------------
-
-
-def fix_layout(shape: ModelShape, layout: JsonDict) -> None:
-    """A layout the stored model admits (description of POST /v1/intensity): "tp must divide
-    the model's num_heads (and mamba_num_heads) and divide num_kv_heads or be a multiple of it;
-    pp at most num_layers; ep > 1 and attention_dp > 1 need an MoE model, ep at most its
-    num_experts and dividing tp x attention_dp" (and pp_virtual_stages: "pp·v <= num_layers,
-    v > 1 needs pp > 1")."""
-
-    def tp_ok(t: int) -> bool:
-        kv = shape.num_kv_heads
-        return (
-            shape.num_heads % t == 0
-            and (not shape.num_mamba_layers or shape.mamba_num_heads % t == 0)
-            and (shape.is_mla or (kv % t == 0 if t <= kv else t % kv == 0))
-        )
-
-    wanted = max(1, _int(layout.get("tp"), 1))
-    layout["tp"] = max(t for t in range(1, min(wanted, shape.num_heads) + 1) if tp_ok(t))
-    pp = min(max(1, _int(layout.get("pp"), 1)), shape.num_layers)
-    layout["pp"] = pp
-    if "pp_virtual_stages" in layout:
-        layout["pp_virtual_stages"] = (
-            1
-            if pp == 1
-            else min(max(1, _int(layout["pp_virtual_stages"], 1)), shape.num_layers // pp)
-        )
-    if not shape.is_moe:
-        for key in ("ep", "attention_dp"):
-            if key in layout:
-                layout[key] = 1
-        return
-    group = layout["tp"] * max(1, _int(layout.get("attention_dp"), 1))
-    if "ep" in layout:
-        layout["ep"] = _divisor_at_most(
-            group, min(max(1, _int(layout["ep"], 1)), shape.num_experts)
-        )
 
 
 def fix_precision(shape: ModelShape, precision: JsonDict, accelerator: str) -> None:
@@ -488,6 +437,8 @@ FIXERS: dict[str, Callable[[schemathesis.Case], None]] = {
     "GET /v1/charts/sweep": lambda case: fix_chart_query(_query(case), sweep=True),
     "POST /v1/plans": _plans,
     "GET /v1/charts/frontier": lambda case: fix_frontier_query(_query(case)),
+    "POST /v1/models/import": fix_import,
+    "POST /v1/calibrations": fix_calibration,
 }
 
 
@@ -502,3 +453,14 @@ def map_case(context: schemathesis.HookContext, case: schemathesis.Case) -> sche
     if fixer is not None:
         fixer(case)
     return case
+
+
+@schemathesis.hook
+def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwargs: Any) -> None:
+    """Positive calibration uploads: an Idempotency-Key unique to the request as sent."""
+    operation = context.operation
+    meta = case.meta
+    if operation is None or meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return
+    if f"{operation.method.upper()} {operation.path}" == "POST /v1/calibrations":
+        unique_idempotency_key(case)

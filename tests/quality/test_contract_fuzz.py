@@ -12,7 +12,10 @@ deterministic run.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,8 +38,11 @@ SEED = int(os.environ.get("RIDGELINE_FUZZ_SEED", "1"))
 
 
 def document_app() -> FastAPI:
-    """An app used only to serve its OpenAPI document (its database is never opened)."""
-    unused = Path("unused-fuzz-schema.db")
+    """An app used only to serve its OpenAPI document (its database is never opened, but its
+    startup lock file is made beside it: in a temporary folder, removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="ridgeline-fuzz-schema-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    unused = Path(folder) / "unused-fuzz-schema.db"
     return create_app(Settings(database_url=f"sqlite:///{unused}", environment="test"))
 
 

@@ -40,15 +40,18 @@ from service.api.schemas.calibrations import (
     CalibrationCreate,
     CalibrationMetadata,
     CalibrationProfileOut,
+    CalibrationProfilesOut,
     CalibrationUploadForm,
 )
-from service.api.schemas.common import Cursor, ListPage, text_query
+from service.api.schemas.common import SLUG_PATTERN, Cursor, ListPage, text_query
 from service.services.calibration import (
     CalibrationService,
     FitLimits,
     FitTimeoutError,
 )
 from service.services.calibration_uploads import (
+    BACKEND_MAX_CHARS,
+    BACKEND_PATTERN,
     HARNESS_FORMAT_NAMES,
     CalibrationUpload,
     HarnessOptions,
@@ -119,7 +122,22 @@ backend than `backend`, is refused with a 422 on `backend` listing them; nothing
 With `split_by_backend=true` one profile per backend is stored instead (all or none) and the 201
 body is `{"items": [profile, ...]}`.
 """
-_UPLOAD_FORM = _schema(CalibrationUploadForm)
+
+
+def _form_schema(model: type[Any]) -> dict[str, Any]:
+    """A multipart form's schema: a form field is text or absent, never JSON null (a "null"
+    field would be read as the text "null"), so optional fields lose their null branch."""
+    schema = _schema(model)
+    for name, field in schema["properties"].items():
+        branches = field.get("anyOf", [])
+        if {"type": "null"} in branches:
+            text = [b for b in branches if b != {"type": "null"}]
+            rest = {k: v for k, v in field.items() if k not in ("anyOf", "default")}
+            schema["properties"][name] = {**rest, **text[0]} if len(text) == 1 else field
+    return schema
+
+
+_UPLOAD_FORM = _form_schema(CalibrationUploadForm)
 _UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
@@ -249,7 +267,8 @@ Visibility = Literal["published", "private"]
 @router.post(
     "",
     status_code=201,
-    response_model=CalibrationProfileOut,
+    # one profile; with split_by_backend=true {"items": [profile, ...]}
+    response_model=CalibrationProfileOut | CalibrationProfilesOut,
     dependencies=[WriteAccess],
     responses=problem_responses(415, 422, 503),
     openapi_extra={"requestBody": REQUEST_BODY},
@@ -258,10 +277,25 @@ async def create_calibration(
     request: Request,
     service: CalibrationDep,
     settings: SettingsDep,
-    accelerator: Annotated[str | None, text_query(description="For CSV and vllm uploads.")] = None,
-    name: Annotated[str | None, text_query()] = None,
-    backend: Annotated[str | None, text_query()] = None,
-    backend_version: Annotated[str | None, text_query()] = None,
+    # The metadata parameters take the values of the JSON body's fields (CalibrationMetadata).
+    accelerator: Annotated[
+        str | None,
+        Query(
+            pattern=SLUG_PATTERN,
+            max_length=100,
+            description="A catalog accelerator id, for CSV and harness uploads.",
+        ),
+    ] = None,
+    name: Annotated[str | None, text_query(min_length=1, max_length=200)] = None,
+    backend: Annotated[
+        str | None,
+        Query(
+            pattern=BACKEND_PATTERN,
+            max_length=BACKEND_MAX_CHARS,
+            description="e.g. vllm, sglang, trtllm.",
+        ),
+    ] = None,
+    backend_version: Annotated[str | None, text_query(max_length=100)] = None,
     tp: Annotated[
         int, Query(ge=1, le=1024, description="TP of a harness run whose file does not say.")
     ] = 1,
@@ -317,7 +351,16 @@ async def create_calibration(
     Also 422 naming the field (not stated in the schema): an accelerator or a model the
     catalog lacks; no accelerator (in the body, the form or the query); a body that is not
     the format `format` names; rows inconsistent in themselves (num_kv_heads must divide
-    num_heads) or naming several backends without `split_by_backend`.
+    num_heads) or naming several backends without `split_by_backend`, or another backend
+    than `backend`; a gemm dtype the accelerator has no peak for; a run whose tp/pp does
+    not divide its model (tp divides num_heads and num_kv_heads or is a multiple of them,
+    pp at most num_layers), whose precision computes in a dtype the accelerator has no
+    peak for, or whose input_tokens + output_tokens exceed the model's context window; a
+    serving run's request_rate_per_s, burstiness or arrival_process on a pattern other
+    than open_loop (open_loop needs request_rate_per_s); with `split_by_backend`, a
+    declared `backend`, a run naming no backend, or one whose backend is no `backend`
+    value (at most 50 letters, digits, `.`, `_`, `-`); an Idempotency-Key already used with
+    another request.
     """
     query = {
         "accelerator": accelerator,

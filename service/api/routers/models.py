@@ -57,7 +57,11 @@ def import_model(body: ModelImport, catalog: CatalogDep) -> Response:
     """Create a model from a Hugging Face config.json (422 names the offending key).
 
     Also 422 (not stated in the schema): a config that lacks a key its model_type's reader
-    needs, or whose shape breaks a rule of POST /v1/models that compares two fields.
+    needs (gemma3 reads the text model's keys from `text_config`, llama4 too when it has
+    one), or whose shape breaks a rule of POST /v1/models that compares two fields
+    (num_attention_heads a multiple of num_key_value_heads, hidden_size divisible by the
+    heads unless head_dim is given, num_experts_per_tok at most the experts, leading dense
+    layers below num_hidden_layers, layer_types one per layer) or exceeds its bounds.
     """
     extra = {"name": body.name, "hf_repo": body.hf_repo, "sources": body.sources}
     created = catalog.import_model(body.id, body.hf_config, extra)

@@ -2,29 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic.config import JsonDict
 
-from service.api.schemas.common import Dtype, Slug
+from service.api.schemas.common import Slug
 from service.engine.calibration.measurements import (
     ARRIVAL_PROCESSES,
     COLLECTIVE_OPS,
     SERVING_LOAD_PATTERNS,
 )
+from service.engine.calibration.parsers import DTYPE_ALIASES
+from service.engine.precision import ACTIVATION_DTYPES
+from service.services.calibration_uploads import BACKEND_MAX_CHARS, BACKEND_PATTERN
 
-Backend = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=50)]
+Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=BACKEND_MAX_CHARS)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Version = Annotated[str, StringConstraints(max_length=100)]
 _POSITIVE_INT: JsonDict = {"type": "integer", "minimum": 1}
 _POSITIVE_NUMBER: JsonDict = {"type": "number", "exclusiveMinimum": 0}
-_DTYPE: JsonDict = {"type": "string", "enum": list(get_args(Dtype))}
+# The dtype names a measurement may give (parsers.DTYPE_ALIASES maps spellings to them; tf32,
+# an API dtype elsewhere, is not one a measurement names); activations: those a GEMM takes.
+MEASUREMENT_DTYPES = sorted(set(DTYPE_ALIASES.values()))
+_DTYPE: JsonDict = {"type": "string", "enum": [*MEASUREMENT_DTYPES]}
+_ACTIVATION_DTYPE: JsonDict = {
+    "type": "string",
+    "enum": [d for d in MEASUREMENT_DTYPES if d in ACTIVATION_DTYPES],
+}
 _END_TO_END: JsonDict = {
     "model": {"type": "string", "minLength": 1, "description": "A catalog model id."},
     "precision": {
         "type": "object",
-        "properties": {"weights": _DTYPE, "activations": _DTYPE, "kv_cache": _DTYPE},
+        "properties": {"weights": _DTYPE, "activations": _ACTIVATION_DTYPE, "kv_cache": _DTYPE},
     },
     "parallelism": {"type": "object", "properties": {"tp": _POSITIVE_INT, "pp": _POSITIVE_INT}},
     "input_tokens": _POSITIVE_INT,
@@ -160,7 +170,9 @@ class CalibrationCreate(CalibrationMetadata):
 
 
 class CalibrationUploadForm(BaseModel):
-    """Body of POST /v1/calibrations as multipart/form-data."""
+    """Body of POST /v1/calibrations as multipart/form-data (no other form fields)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     file: bytes = Field(
         description="A benchmark CSV (columns of the H100 tables, Argonne or static runs) or a "
@@ -255,3 +267,9 @@ class CalibrationProfileOut(BaseModel):
         description="How estimates get their 80% TTFT/TPOT intervals from held-out residuals."
     )
     warnings: list[str]
+
+
+class CalibrationProfilesOut(BaseModel):
+    """The 201 body of POST /v1/calibrations with split_by_backend=true: one profile per backend."""
+
+    items: list[CalibrationProfileOut]

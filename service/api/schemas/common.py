@@ -8,10 +8,8 @@ from fastapi import Query
 from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 from pydantic.config import JsonDict
 
-Slug = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100),
-]
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, min_length=1, max_length=100)]
 # An http(s) URL with a host name, then printable ASCII (an IRI's other characters are
 # percent-encoded), so that every regex engine and URL parser reads it alike.
 SOURCE_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
