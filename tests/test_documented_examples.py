@@ -7,20 +7,23 @@ sees the repository's ``tests/`` folder, so the files the examples name must exi
 rewrites are the ones a reader's machine makes for them: the server is the test's (its port
 instead of 8000, started by the fixture instead of the tour's first line) and ``ridgeline`` is
 this virtualenv's CLI. ``curl`` fails on any 4xx/5xx answer, and ``set -e`` stops at the first
-failing command, so a stale example fails the test with the server's answer.
+failing command, so a stale example fails the test with the server's answer. docs/api.md's JSON
+request bodies are sent to the endpoint each one's text names (in process).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from live_server import ridgeline_command, running_server
 
 pytestmark = pytest.mark.slow
@@ -134,3 +137,26 @@ def test_the_readme_python_examples_run_as_written(
         )
         assert done.returncode == 0, f"{block}\nstderr:\n{done.stderr[-4000:]}"
         assert done.stdout.strip(), block
+
+
+def api_body_examples() -> list[tuple[str, dict[str, Any]]]:
+    """docs/api.md's JSON request bodies, each with the ``POST /v1/...`` named just above it."""
+    text = (REPO / "docs" / "api.md").read_text()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for match in re.finditer(r"^```json\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        before = text[: match.start()].splitlines()[-6:]
+        paths = re.findall(r"POST (/v1/[a-z/]+)", "\n".join(before))
+        assert paths, f"no POST /v1/... named above the example:\n{match.group(1)}"
+        out.append((paths[-1], json.loads(match.group(1))))
+    return out
+
+
+def test_the_api_reference_bodies_are_answered(
+    client: TestClient, make_api_key: Callable[..., str]
+) -> None:
+    examples = api_body_examples()
+    assert {path for path, _ in examples} >= {"/v1/estimates", "/v1/plans", "/v1/calibrations"}
+    key = make_api_key("write")
+    for path, body in examples:
+        answer = client.post(path, json=body, headers={"X-API-Key": key})
+        assert answer.status_code in (200, 201), f"{path}: {answer.status_code} {answer.text}"
