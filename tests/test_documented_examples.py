@@ -160,3 +160,14 @@ def test_the_api_reference_bodies_are_answered(
     for path, body in examples:
         answer = client.post(path, json=body, headers={"X-API-Key": key})
         assert answer.status_code in (200, 201), f"{path}: {answer.status_code} {answer.text}"
+
+
+def test_the_readme_counts_the_catalog_it_ships() -> None:
+    stated = re.search(
+        r"Catalog: (\d+) accelerators and (\d+) model shapes", (REPO / "README.md").read_text()
+    )
+    assert stated is not None
+    catalog = REPO / "hardware_catalog"
+    shipped = (len(list((catalog / "accelerators").glob("*.yaml"))),
+               len(list((catalog / "models").glob("*.yaml"))))  # fmt: skip
+    assert (int(stated.group(1)), int(stated.group(2))) == shipped
