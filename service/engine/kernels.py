@@ -265,6 +265,17 @@ def kv_bytes_s(
     return accelerator.memory_bandwidth_bytes_s * params.kv_bandwidth_efficiency(kv_dtype)
 
 
+def attention_items_s(
+    batch_size: npt.ArrayLike, kv_heads: npt.ArrayLike, params: EfficiencyParams
+) -> FloatArray:
+    """Seconds of an attention kernel's work items: B · KV heads · ``attention_work_item_us``
+    (each item a thread block with its own Q load, softmax set-up and output write)."""
+    return np.asarray(
+        as_array(batch_size) * as_array(kv_heads) * params.attention_work_item_us * 1e-6,
+        dtype=np.float64,
+    )
+
+
 def attention_cost(
     batch_size: npt.ArrayLike,
     new_tokens: npt.ArrayLike,
@@ -274,7 +285,7 @@ def attention_cost(
     score_dim: float | FloatArray,
     value_dim: float | FloatArray,
     kv_bytes_per_token: float | FloatArray,
-    kv_heads: float | FloatArray = 1.0,
+    kv_heads: float | FloatArray,
     kv_dtype: str = "bf16",
     window_tokens: float = 0.0,
     activation_bytes_per_element: float = 2.0,
@@ -298,7 +309,7 @@ def attention_cost(
     nbytes = kv_bytes + qo_bytes
     compute_s = attention_compute_s(flops, visible, accelerator, params)
     memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
-    items_s = b * kv_heads * params.attention_work_item_us * 1e-6
+    items_s = attention_items_s(b, kv_heads, params)
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     time_s = np.maximum(np.maximum(compute_s, memory_s), items_s) + latency_s
     return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
@@ -359,7 +370,7 @@ def attention_prefill_time_s(
     nbytes = 2.0 * b * t * dim * (2.0 * heads + 2.0 * kv_heads)
     compute_s = attention_compute_s(flops, t, accelerator, params)
     memory_s = nbytes / kv_bytes_s(accelerator, params, ATTENTION_DTYPE)
-    items_s = b * kv_heads * params.attention_work_item_us * 1e-6  # as in attention_cost
+    items_s = attention_items_s(b, kv_heads, params)
     latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
     time_s = np.maximum(np.maximum(compute_s, memory_s), items_s) + latency_s
     return np.asarray(time_s, dtype=np.float64)
