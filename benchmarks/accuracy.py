@@ -140,6 +140,9 @@ class GroupCoverage:
         self.spreads: dict[tuple[str, str], list[float]] = {}
         # per (kind, metric): held-out log residuals, training in-domain residuals, doublings
         self.pooled: dict[tuple[str, str], tuple[list[np.ndarray], ...]] = {}
+        # per metric: every held-out point's load (batch size or concurrency) and whether its
+        # interval held the measurement
+        self.by_load: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
     def add(
         self,
@@ -164,6 +167,9 @@ class GroupCoverage:
             band = Interval(low, high)
             inside = (pred.measured[mask] >= band.low) & (pred.measured[mask] <= band.high)
             self._record_spread(protocol, str(metric), profile, pred, mask, runs)
+            by_load = self.by_load.setdefault(str(metric), ([], []))
+            by_load[0].append(np.array([float(batch_of(runs[int(i)])) for i in pred.run[mask]]))
+            by_load[1].append(inside)
             self.rows.append(
                 (protocol, group, str(metric), int(inside.size), 100 * float(np.mean(inside)))
             )
@@ -228,6 +234,19 @@ class GroupCoverage:
         outside, inside, far = (np.concatenate(part) for part in self.pooled[(kind, metric)])
         spread = extra_spread(residual_quantiles(outside), residual_quantiles(inside))
         return spread / float(np.median(far))
+
+    def load_rows(self) -> list[list[str]]:
+        """Coverage (n) per metric and load band, every protocol pooled."""
+        rows = []
+        for metric, (loads, hits) in self.by_load.items():
+            load, hit = np.concatenate(loads), np.concatenate(hits)
+            row = [metric]
+            for _, low, high in LOAD_BANDS:
+                sel = (load >= low) & (load <= high)
+                share = f"{100 * np.mean(hit[sel]):.0f}% ({int(sel.sum())})"
+                row.append(share if sel.any() else "–")
+            rows.append(row)
+        return rows
 
     def table_rows(self) -> list[list[str]]:
         """Rows of every group; groups of ``MIN_GROUP`` points or more checked (72–88%)."""
@@ -1020,6 +1039,18 @@ def group_coverage_section() -> None:
     )
     out()
     table(["protocol", "group", "metric", "n", "coverage", ""], GROUPS.table_rows())
+    out(
+        "Coverage by load, every protocol's held-out points pooled (batch size for static "
+        "batches, concurrency for serving runs): one band width for every load over-covers "
+        "light loads and under-covers heavy ones where the residuals' spread grows with load "
+        "(narrative item 19)."
+    )
+    out()
+    table(["metric", *(label for label, _, _ in LOAD_BANDS)], GROUPS.load_rows())
+
+
+# Load bands of the coverage-by-load table: label, lowest and highest load (inclusive).
+LOAD_BANDS = (("≤ 8", 0, 8), ("16–32", 9, 32), ("48–96", 33, 96), ("≥ 128", 97, 1e9))
 
 
 ISSUE_11_NOTES = (
@@ -1203,6 +1234,22 @@ ISSUE_11_NOTES = (
     "Mistral-7B 3.9 → 6.9%; better: Llama-3-8B 6.1 → 3.5%, the 70B models 3.7 / 4.4 → 2.7 / "
     "3.2%): with Mixtral priced right its runs no longer pull the shared per-step terms "
     "toward a too-fast MoE, and groups within 72–88% 18 → 17. "
+    "(19) Tried and not merged (branch `load-band-experiment`): an 80% band whose spread "
+    "scales with load. Each profile's cross-validated TPOT residuals spread far more at high "
+    "concurrency than at low (full-data vLLM profile: 10–90% range 0.06 wide below "
+    "concurrency 8, 0.50 at 100 or more; TensorRT-LLM 0.12 → 0.40), so the band took "
+    "spread ∝ load^γ, γ from the median absolute deviations of the residuals split at their "
+    "median load (vLLM TPOT 0.62, TensorRT-LLM 0.39, SGLang 0.27; TTFT about 0), with "
+    "conformal quantiles of the normalised residuals (normalised conformal prediction), "
+    "extrapolation spreads re-measured against it and the default spreads re-copied. Seen on "
+    "the held-out protocols: coverage by load (table after section 11) moved as intended, "
+    "TPOT 99 / 95 / 88 / 78% → 97 / 94 / 90 / 83% from concurrency ≤ 8 to ≥ 128 and static "
+    "95 / 90 / 73% → 87 / 91 / 79%; but groups within 72–88% fell 17 → 12 of 71 and the mean "
+    "distance of a group from 80% rose 14.9 → 15.7 points (vLLM tp2 held out TPOT 61 → 42%: "
+    "a bias the narrower low-load band no longer covers). Decided on the issue's per-group "
+    "target after seeing both: not merged. What a group misses is mostly its own bias "
+    "(a model, TP degree or release the fit did not see), which no width that depends on "
+    "load alone can follow. "
     "Splits and the data were not changed after seeing results."
 )
 
