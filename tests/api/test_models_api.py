@@ -196,8 +196,13 @@ def test_unsupported_architecture_is_a_422_naming_it(
 def test_glm5_and_qwen3_5_imports_are_422s_naming_the_layer_kind(
     client: TestClient, auth_headers: dict[str, str], model_type: str, layer_kind: str
 ) -> None:
-    # Shapes as in the configuration classes' defaults; the importer refuses on model_type.
-    config = {"model_type": model_type, "hidden_size": 6144, "num_hidden_layers": 78}
+    # Qwen3.5 from its real config.json; GLM-5 (no real config among the fixtures) with GLM-5's
+    # widths from HF GlmMoeDsaConfig. The importer refuses both on model_type.
+    config = (
+        hf_config("Qwen--Qwen3.5-397B-A17B")
+        if model_type == "qwen3_5_moe"
+        else {"model_type": model_type, "hidden_size": 6144, "num_hidden_layers": 78}
+    )
     response = client.post(
         "/v1/models/import", json={"id": "refused", "hf_config": config}, headers=auth_headers
     )

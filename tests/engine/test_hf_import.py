@@ -89,6 +89,7 @@ CATALOG_ID = {
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
     "MiniMaxAI--MiniMax-M2.5": "minimax_m2",
+    "Qwen--Qwen3.5-397B-A17B": "qwen3_5_moe",
 }
 
 
