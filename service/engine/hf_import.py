@@ -15,6 +15,14 @@ _MISSING: Any = object()
 # Hybrid families with MoE or other recurrent mixers: the engine models Mamba2 mixers (with a
 # dense or MoE FFN on a pattern's FFN blocks), not these layer kinds, and no real config of
 # them is among the fixtures (tests/data/hf_configs) to pin their keys.
+_DSA = (
+    "DeepSeek Sparse Attention (an indexer choosing index_topk KV tokens per query) "
+    "on MLA, with MoE FFNs"
+)
+_GATED_DELTANET = (
+    "Gated DeltaNet linear-attention layers (layer_types linear_attention) interleaved with "
+    "gated full attention"
+)
 _KNOWN_UNSUPPORTED = {
     "gemma4": "per-layer head widths and shared K/V layers",
     # Jamba (arXiv:2403.19887 §2): Mamba-1 mixers (selective scan with a dt_rank projection,
@@ -31,6 +39,20 @@ _KNOWN_UNSUPPORTED = {
     "granitemoehybrid": "Mamba2/attention layer_types with MoE FFNs and shared experts",
     # Falcon-H1 (HF FalconH1Config): attention and Mamba2 heads side by side in every layer.
     "falcon_h1": "parallel attention and Mamba2 mixers within each layer",
+    # GLM-5 (HF GlmMoeDsaConfig, transformers models/glm_moe_dsa/configuration_glm_moe_dsa.py):
+    # every layer is DeepSeek Sparse Attention (layer_types deepseek_sparse_attention): an
+    # indexer (index_n_heads × index_head_dim) picks index_topk KV tokens per query, on MLA
+    # (q/kv LoRA ranks) with MoE FFNs after first_k_dense_replace dense layers.
+    "glm_moe_dsa": _DSA,
+    # Qwen3.5 (HF Qwen3_5MoeTextConfig / Qwen3_5TextConfig, transformers models/qwen3_5_moe
+    # and models/qwen3_5): Gated DeltaNet linear attention on 3 of 4 layers (layer_types
+    # linear_attention, full_attention_interval 4), gated full attention (attn_output_gate) on
+    # the 4th; MoE FFNs with a shared expert (qwen3_5_moe) or dense FFNs (qwen3_5). The top
+    # level is a vision-language wrapper with a nested text_config.
+    "qwen3_5_moe": _GATED_DELTANET + ", with MoE FFNs and a shared expert",
+    "qwen3_5_moe_text": _GATED_DELTANET + ", with MoE FFNs and a shared expert",
+    "qwen3_5": _GATED_DELTANET + ", with dense FFNs",
+    "qwen3_5_text": _GATED_DELTANET + ", with dense FFNs",
 }
 
 

@@ -186,6 +186,32 @@ def test_unsupported_architecture_is_a_422_naming_it(
     assert "gemma4" in error["message"] and "per-layer head widths" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("model_type", "layer_kind"),
+    [
+        ("glm_moe_dsa", "DeepSeek Sparse Attention"),
+        ("qwen3_5_moe", "Gated DeltaNet linear-attention layers"),
+    ],
+)
+def test_glm5_and_qwen3_5_imports_are_422s_naming_the_layer_kind(
+    client: TestClient, auth_headers: dict[str, str], model_type: str, layer_kind: str
+) -> None:
+    # Qwen3.5 from its real config.json; GLM-5 (no real config among the fixtures) with GLM-5's
+    # widths from HF GlmMoeDsaConfig. The importer refuses both on model_type.
+    config = (
+        hf_config("Qwen--Qwen3.5-397B-A17B")
+        if model_type == "qwen3_5_moe"
+        else {"model_type": model_type, "hidden_size": 6144, "num_hidden_layers": 78}
+    )
+    response = client.post(
+        "/v1/models/import", json={"id": "refused", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 422
+    error = response.json()["errors"][0]
+    assert error["field"] == "model_type"
+    assert model_type in error["message"] and layer_kind in error["message"]
+
+
 def test_import_nemotron_h_and_estimate_it_on_8x_h100(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:

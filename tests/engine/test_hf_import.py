@@ -89,6 +89,7 @@ CATALOG_ID = {
 UNSUPPORTED = {
     "google--gemma-4-26B-A4B": "gemma4",
     "MiniMaxAI--MiniMax-M2.5": "minimax_m2",
+    "Qwen--Qwen3.5-397B-A17B": "qwen3_5_moe",
 }
 
 
@@ -165,6 +166,14 @@ def test_unsupported_families_raise(name: str, model_type: str) -> None:
         ("qwen3_next", "MoE FFNs"),
         ("granitemoehybrid", "MoE FFNs"),
         ("falcon_h1", "parallel attention and Mamba2"),
+        ("glm_moe_dsa", "DeepSeek Sparse Attention"),
+        ("glm_moe_dsa", "index_topk KV tokens per query"),
+        ("qwen3_5_moe", "Gated DeltaNet"),
+        ("qwen3_5_moe", "MoE FFNs and a shared expert"),
+        ("qwen3_5_moe_text", "Gated DeltaNet"),
+        ("qwen3_5", "Gated DeltaNet"),
+        ("qwen3_5", "dense FFNs"),
+        ("qwen3_5_text", "gated full attention"),
     ],
 )
 def test_hybrid_moe_families_are_refused_naming_what_is_not_modelled(
