@@ -325,12 +325,10 @@ def memory_breakdown(
     With attention_dp ranks each GPU holds the KV cache and activations of its rank's
     1/attention_dp of the sequences and step tokens.
     """
-    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    weights, kv_per_token = _weights_and_kv(model, precision, parallelism)
     adp = float(parallelism.attention_dp)
     per_rank = as_array(sequences) / adp
-    kv = per_rank * kv_cache_bytes_per_token(model, precision, parallelism).for_context(
-        context_tokens
-    )
+    kv = per_rank * kv_per_token.for_context(context_tokens)
     act = activation_bytes(
         model, precision, parallelism, step_tokens=as_array(step_tokens) / adp, logit_rows=per_rank
     )
@@ -343,6 +341,15 @@ def memory_breakdown(
         capacity_bytes=capacity,
         usable_bytes=capacity * memory_utilization,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _weights_and_kv(
+    model: ModelShape, precision: Precision, parallelism: Parallelism
+) -> tuple[float, KvBytesPerToken]:
+    """Return (weight bytes per GPU, KV bytes per token): they depend on the layout only."""
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    return weights, kv_cache_bytes_per_token(model, precision, parallelism)
 
 
 @functools.lru_cache(maxsize=1024)
