@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -82,6 +83,20 @@ def minimum(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
     if type(a) is float and type(b) is float:
         return a if a <= b or a != a else b
     return np.minimum(a, b)
+
+
+def floor(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.floor(value)``; on a float, the same whole number as a float."""
+    if type(value) is float:
+        return float(math.floor(value)) if math.isfinite(value) else value
+    return np.floor(value)
+
+
+def ceil(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.ceil(value)``; on a float, the same whole number as a float."""
+    if type(value) is float:
+        return float(math.ceil(value)) if math.isfinite(value) else value
+    return np.ceil(value)
 
 
 def zeros_like(value: npt.ArrayLike) -> FloatArray:

@@ -65,7 +65,9 @@ class AttentionGroup:
     def of(
         cls, sequences: npt.ArrayLike, new_tokens: npt.ArrayLike, past_tokens: npt.ArrayLike
     ) -> AttentionGroup:
-        """Build a group from scalars or arrays (broadcast together)."""
+        """Build a group from scalars or arrays (broadcast together); floats stay floats."""
+        if is_scalar(sequences) and is_scalar(new_tokens) and is_scalar(past_tokens):
+            return cls(values(sequences), values(new_tokens), values(past_tokens))
         b, t, s = as_array(sequences), as_array(new_tokens), as_array(past_tokens)
         shape = np.broadcast_shapes(b.shape, t.shape, s.shape)
         return cls(spread(b, shape), spread(t, shape), spread(s, shape))
@@ -77,6 +79,12 @@ class AttentionGroup:
     def as_floats(self) -> AttentionGroup:
         """Return the group of a single point with plain floats (a one-point evaluation)."""
         return AttentionGroup(*(_one_float(v) for v in self._columns()))
+
+    def as_arrays(self) -> AttentionGroup:
+        """Return the group with arrays (0-d for a plain float), for the array path."""
+        if not any(is_scalar(v) for v in self._columns()):
+            return self
+        return AttentionGroup(*(as_array(v) for v in self._columns()))
 
     def _columns(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         return self.sequences, self.new_tokens, self.past_tokens
@@ -179,7 +187,12 @@ class StepCost:
 
     @property
     def time_s(self) -> FloatArray:
-        return np.asarray(self.total.time_s + self.overhead_s, dtype=np.float64)
+        return values(self.total.time_s + self.overhead_s)
+
+    @property
+    def point_time_s(self) -> FloatArray:
+        """Return ``time_s``; a float for one point costed on floats (``at_points``)."""
+        return self.floats.time_s if self.floats is not None else self.time_s
 
     def kind_total(self, kind: str) -> KernelCost:
         """Sum the rows of one kind (e.g. GEMM for the weight-streaming intensity)."""
@@ -738,8 +751,9 @@ def step_cost(
         )  # fmt: skip
         if one is not None:
             return one
+    arrays = [g.as_arrays() for g in groups]
     return _StepBuilder(
-        model, accelerator, precision, parallelism, params, phase, groups, identical_sequences
+        model, accelerator, precision, parallelism, params, phase, arrays, identical_sequences
     ).build()
 
 

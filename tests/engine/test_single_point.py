@@ -173,16 +173,26 @@ def test_a_changed_input_gives_its_own_answer() -> None:
     assert len(set(answers.values())) == 4
 
 
-def test_a_division_by_zero_falls_back_to_the_array_answer() -> None:
-    """Where numpy answers inf or NaN (a zero efficiency), floats must not raise instead."""
-    params = DEFAULT_EFFICIENCY.replace(memory_bandwidth_efficiency=0.0)
+@pytest.mark.parametrize(
+    ("change", "mode"),
+    [
+        ({"memory_bandwidth_efficiency": 0.0}, "static"),  # a step's float division by zero
+        ({"prefill_chunk_tokens": 0.0}, "serving"),  # the timeline's (n = S_in / 0 chunks)
+    ],
+)
+def test_a_division_by_zero_falls_back_to_the_array_answer(
+    change: dict[str, float], mode: str
+) -> None:
+    """Where numpy answers inf or NaN, floats must not raise ZeroDivisionError instead."""
+    params = DEFAULT_EFFICIENCY.replace(**change)
     model, acc = MODELS["llama-3.1-8b"], ACCELERATORS["h100-sxm"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        single = estimate(
-            model, acc, input_tokens=512, output_tokens=64, batch_sizes=[4], params=params
-        )
-        sweep = estimate(
-            model, acc, input_tokens=512, output_tokens=64, batch_sizes=[1, 4], params=params
-        )
-    assert np.isinf(single.ttft_ms[0])
-    assert single.ttft_ms[0] == sweep.ttft_ms[1]
+    kwargs = {"input_tokens": 512, "output_tokens": 64, "params": params, "mode": mode}
+    with np.errstate(all="ignore"):
+        single = estimate(model, acc, batch_sizes=[4], **kwargs)  # type: ignore[arg-type]
+        sweep = estimate(model, acc, batch_sizes=[1, 4], **kwargs)  # type: ignore[arg-type]
+    assert not np.isfinite(single.ttft_ms[0])
+    for name, value in _fields(single).items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, getattr(sweep, name)[1:], err_msg=name)
+        else:
+            assert value == getattr(sweep, name), name
