@@ -289,10 +289,11 @@ def _columns(
 ) -> dict[str, Any]:
     """Return the per-point fields of ``EstimateResult``, each an array shaped like ``batches``."""
     shape = batches.shape
+    one = batches.size == 1
 
     def full(x: npt.ArrayLike) -> FloatArray:
-        if type(x) is float:  # one point evaluated on floats
-            return np.full(shape, x)
+        if one and type(x) is float:  # one point evaluated on floats: packed into arrays below
+            return values(x)
         array = np.asarray(x, dtype=np.float64)
         return array.copy() if array.shape == shape else spread(array, shape)
 
@@ -301,11 +302,14 @@ def _columns(
 
     def labels(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if isinstance(x, bool):
-            return np.full(shape, x)
+            return np.array(x).reshape(shape)
         return x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
 
     memory = p.memory
-    return {
+    # A step costed on floats answers its intensity as a float too.
+    decode = p.decode.floats if p.decode.floats is not None else p.decode
+    prefill = p.prefill.floats if p.prefill.floats is not None else p.prefill
+    columns = {
         "batch_size": batches.copy(),
         "running_batch_size": full(p.running),
         "ttft_ms": full(p.ttft_s * 1e3),
@@ -317,11 +321,11 @@ def _columns(
         "requests_per_s": full(p.requests_per_s),
         "output_tokens_per_s_per_gpu": full(p.output_tps / gpus),
         "decode_arithmetic_intensity_flop_per_byte": full(
-            p.decode.arithmetic_intensity_flop_per_byte
+            decode.arithmetic_intensity_flop_per_byte
         ),
         "decode_bound": labels(p.decode.bound),
         "prefill_arithmetic_intensity_flop_per_byte": full(
-            p.prefill.arithmetic_intensity_flop_per_byte
+            prefill.arithmetic_intensity_flop_per_byte
         ),
         "prefill_bound": labels(p.prefill.bound),
         "weights_gb": gb(memory.weights_bytes),
@@ -337,6 +341,13 @@ def _columns(
         "energy_per_output_token_j": full(energy_per_token_j(tdp_w, gpus, p.output_tps)),
         "energy_per_token_j": full(energy_per_token_j(tdp_w, gpus, p.total_tps)),
     }
+    floats = [name for name, value in columns.items() if is_scalar(value)]
+    if floats:  # one allocation for all of them (one-element views)
+        block = np.array([columns[name] for name in floats], dtype=np.float64)
+        block = block.reshape((len(floats), *shape))
+        for i, name in enumerate(floats):
+            columns[name] = block[i, ...]
+    return columns
 
 
 def estimate(

@@ -152,16 +152,11 @@ class StepCost:
 
     def at_points(self, shape: tuple[int, ...]) -> StepCost:
         """Return this step, costed on floats for one point, as arrays of ``shape`` (size 1)."""
-        bound = np.full(shape, bound_of(*self.time_by_bound()), dtype="<U13")
-        return StepCost(
-            self.phase,
-            np.full(shape, self.overhead_s, dtype=np.float64),
-            _cost_at(self.total, shape),
-            None,
-            [],
-            [bound],
-            self,
-        )
+        bound = np.array(bound_of(*self.time_by_bound()), dtype="<U13").reshape(shape)
+        block = np.array((*_fields(self.total), self.overhead_s), dtype=np.float64)
+        block = block.reshape((7, *shape))
+        total = KernelCost(*(block[i, ...] for i in range(6)))
+        return StepCost(self.phase, block[6, ...], total, None, [], [bound], self)
 
     @property
     def rows(self) -> tuple[OperatorRow, ...]:
@@ -248,6 +243,8 @@ class StepCost:
 
 def intensity(flops: FloatArray, nbytes: FloatArray) -> FloatArray:
     """Return FLOPs per byte (0 where no bytes move)."""
+    if is_scalar(flops) and is_scalar(nbytes):
+        return values(flops / nbytes if nbytes > 0 else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(np.where(nbytes > 0, flops / nbytes, 0.0), dtype=np.float64)
 
@@ -790,7 +787,7 @@ def step_costs(
             for phase, groups in steps
         ]
         if all(one is not None for one in ones):
-            return cast(list[StepCost], ones)
+            return cast("list[StepCost]", ones)
     width = max(len(groups) for _, groups in steps)
     empty = np.zeros(points)
 
