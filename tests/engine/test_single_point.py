@@ -24,9 +24,11 @@ from service.catalog_files import (
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import EstimateResult, estimate
 from service.engine.hardware import Accelerator
-from service.engine.operators import AttentionGroup, step_cost
+from service.engine.memory import _per_replica_constants, _weights_and_kv
+from service.engine.operators import AttentionGroup, _without_gemm_launch, step_cost
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
+from service.engine.roofline import _CRITICAL_CACHE
 from service.engine.shapes import ModelShape
 
 ACCELERATORS = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
@@ -153,24 +155,42 @@ def test_one_point_rows_and_bound_equal_the_array_path(model_id: str) -> None:
     np.testing.assert_allclose(one.time_s, two.time_s[:1], rtol=1e-12)  # type: ignore[attr-defined]
 
 
+def _clear_memos() -> None:
+    _weights_and_kv.cache_clear()
+    _without_gemm_launch.cache_clear()
+    _per_replica_constants.cache_clear()
+    _CRITICAL_CACHE.clear()
+
+
 def test_a_changed_input_gives_its_own_answer() -> None:
-    """Memoised per-configuration values are keyed by everything they depend on."""
+    """Memoised per-configuration values are keyed by everything they depend on.
+
+    Each configuration's reference is computed with every memo empty; the single points then
+    run one after another with the memos full of the other configurations' entries, so a memo
+    keyed on too little would hand one configuration another's value.
+    """
     model, acc = MODELS["mixtral-8x7b"], ACCELERATORS["h100-sxm"]
-    kwargs = {"input_tokens": 1024, "output_tokens": 256, "parallelism": Parallelism(tp=2)}
+    base = {"input_tokens": 1024, "output_tokens": 256, "mode": "serving"}
     other = CALIBRATED.replace(gemm_kernel_latency_us_bf16=9.0, gemm_compute_efficiency_bf16=0.5)
-    answers = {}
-    for params, precision in itertools.product(
-        (CALIBRATED, other), (Precision(), Precision("fp8", "fp8"))
-    ):
-        single = estimate(
-            model, acc, batch_sizes=[16], params=params, precision=precision, **kwargs
+    configs = [
+        {"params": params, "precision": precision, "parallelism": parallelism}
+        for params, precision, parallelism in itertools.product(
+            (CALIBRATED, other),
+            (Precision(), Precision("fp8", "fp8")),
+            (Parallelism(tp=2), Parallelism(tp=4, ep=2)),
         )
-        sweep = estimate(
-            model, acc, batch_sizes=[2, 16], params=params, precision=precision, **kwargs
-        )
-        _assert_point(single, sweep, 1)
-        answers[(params, precision)] = float(single.e2e_latency_ms[0])
-    assert len(set(answers.values())) == 4
+    ]
+    references = []
+    for config in configs:
+        _clear_memos()
+        references.append(estimate(model, acc, batch_sizes=[2, 16], **base, **config))  # type: ignore[arg-type]
+    _clear_memos()
+    for _ in range(2):
+        for config, reference in zip(configs, references, strict=True):
+            single = estimate(model, acc, batch_sizes=[16], **base, **config)  # type: ignore[arg-type]
+            _assert_point(single, reference, 1)
+    assert len({float(r.e2e_latency_ms[1]) for r in references}) == len(configs)
+    assert len({float(r.weights_gb[1]) for r in references}) == 4  # precision × layout
 
 
 @pytest.mark.parametrize(
