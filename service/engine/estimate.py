@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -14,7 +15,15 @@ from service.engine.cost import energy_per_token_j, usd_per_million_tokens
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams, engine_only
 from service.engine.errors import EngineError, check_context
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, Hardware, spread
+from service.engine.kernels import (
+    FloatArray,
+    Hardware,
+    is_scalar,
+    minimum,
+    spread,
+    values,
+    zeros_like,
+)
 from service.engine.memory import (
     DEFAULT_MEMORY_UTILIZATION,
     MemoryBreakdown,
@@ -193,17 +202,17 @@ def _evaluate(
                 ("prefill", [AttentionGroup.of(batches, s_in, 0.0)]),
                 ("decode", [AttentionGroup.of(batches, 1.0, s_in + s_out / 2.0)]),
             ],
-            points=batches.size,
+            points=np.size(batches),
             params=params,
             identical_sequences=identical_sequences,
         )
-        ttft_s = prefill.time_s
-        tpot_s = decode.time_s
+        ttft_s = prefill.point_time_s
+        tpot_s = decode.point_time_s
         e2e_s = ttft_s + (s_out - 1.0) * tpot_s
-        queue_s = np.zeros_like(batches)
+        queue_s = zeros_like(batches)
         requests_per_s = batches / e2e_s
         input_busy_share = ttft_s / e2e_s
-        step_tokens = np.minimum(batches * s_in, chunk)
+        step_tokens = minimum(batches * s_in, chunk)
     else:
         state = serving_state(
             model,
@@ -213,7 +222,7 @@ def _evaluate(
             max_running=(
                 max_batch
                 if max_running_requests is None
-                else np.minimum(max_batch, float(max_running_requests))
+                else minimum(max_batch, float(max_running_requests))
             ),
             input_tokens=s_in,
             output_tokens=s_out,
@@ -228,7 +237,7 @@ def _evaluate(
             model,
             hardware,
             batch_size=1.0,
-            input_tokens=np.minimum(s_in, chunk),
+            input_tokens=minimum(s_in, chunk),
             precision=precision,
             parallelism=parallelism,
             params=params,
@@ -237,7 +246,9 @@ def _evaluate(
         queue_s = state.queue_wait_s
         requests_per_s = state.requests_per_s
         input_busy_share = state.prefill_time_share
-        step_tokens = np.full_like(batches, chunk)
+        step_tokens = (
+            zeros_like(batches) + chunk if is_scalar(batches) else np.full_like(batches, chunk)
+        )
     output_tps = requests_per_s * s_out
     memory = memory_breakdown(
         model,
@@ -250,7 +261,7 @@ def _evaluate(
         memory_utilization=memory_utilization,
     )
     # Cost: split the replica's busy time between prefill (input) and decode (output) tokens.
-    one_second = np.ones_like(batches)
+    one_second = zeros_like(batches) + 1.0 if is_scalar(batches) else np.ones_like(batches)
     usd_in = usd_per_million_tokens(
         price, gpus, input_busy_share * one_second, requests_per_s * s_in
     )
@@ -278,19 +289,27 @@ def _columns(
 ) -> dict[str, Any]:
     """Return the per-point fields of ``EstimateResult``, each an array shaped like ``batches``."""
     shape = batches.shape
+    one = batches.size == 1
 
     def full(x: npt.ArrayLike) -> FloatArray:
+        if one and type(x) is float:  # one point evaluated on floats: packed into arrays below
+            return values(x)
         array = np.asarray(x, dtype=np.float64)
         return array.copy() if array.shape == shape else spread(array, shape)
 
     def gb(x: npt.ArrayLike) -> FloatArray:
-        return full(np.asarray(x, dtype=np.float64) / 1e9)
+        return full(values(x) / 1e9)
 
     def labels(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        if isinstance(x, bool):
+            return np.array(x).reshape(shape)
         return x.copy() if x.shape == shape else np.broadcast_to(x, shape).copy()
 
     memory = p.memory
-    return {
+    # A step costed on floats answers its intensity as a float too.
+    decode = p.decode.floats if p.decode.floats is not None else p.decode
+    prefill = p.prefill.floats if p.prefill.floats is not None else p.prefill
+    columns = {
         "batch_size": batches.copy(),
         "running_batch_size": full(p.running),
         "ttft_ms": full(p.ttft_s * 1e3),
@@ -302,11 +321,11 @@ def _columns(
         "requests_per_s": full(p.requests_per_s),
         "output_tokens_per_s_per_gpu": full(p.output_tps / gpus),
         "decode_arithmetic_intensity_flop_per_byte": full(
-            p.decode.arithmetic_intensity_flop_per_byte
+            decode.arithmetic_intensity_flop_per_byte
         ),
         "decode_bound": labels(p.decode.bound),
         "prefill_arithmetic_intensity_flop_per_byte": full(
-            p.prefill.arithmetic_intensity_flop_per_byte
+            prefill.arithmetic_intensity_flop_per_byte
         ),
         "prefill_bound": labels(p.prefill.bound),
         "weights_gb": gb(memory.weights_bytes),
@@ -322,6 +341,13 @@ def _columns(
         "energy_per_output_token_j": full(energy_per_token_j(tdp_w, gpus, p.output_tps)),
         "energy_per_token_j": full(energy_per_token_j(tdp_w, gpus, p.total_tps)),
     }
+    floats = [name for name, value in columns.items() if is_scalar(value)]
+    if floats:  # one allocation for all of them (one-element views)
+        block = np.array([columns[name] for name in floats], dtype=np.float64)
+        block = block.reshape((len(floats), *shape))
+        for i, name in enumerate(floats):
+            columns[name] = block[i, ...]
+    return columns
 
 
 def estimate(
@@ -357,14 +383,12 @@ def estimate(
     _check_member(model, accelerator, precision, input_tokens, output_tokens, batches)
     gpus = parallelism.gpus_per_replica
     price = price_usd_per_hour if price_usd_per_hour is not None else accelerator.price_usd_per_hour
-    points = _evaluate(
+    evaluate = partial(
+        _evaluate,
         model,
         accelerator,
         precision=precision,
         parallelism=parallelism,
-        s_in=np.asarray(float(input_tokens)),
-        s_out=np.asarray(float(output_tokens)),
-        batches=batches,
         mode=mode,
         params=params,
         price=price,
@@ -372,6 +396,24 @@ def estimate(
         load_pattern=load_pattern,
         max_running_requests=max_running_requests,
     )
+    points = None
+    if batches.size == 1:
+        # One point: the same formulas on Python floats (far cheaper than one-element arrays);
+        # where a float division by zero or overflow stands for numpy's inf or NaN, the arrays.
+        try:
+            points = evaluate(
+                s_in=values(float(input_tokens)),
+                s_out=values(float(output_tokens)),
+                batches=values(float(batches[0])),
+            )
+        except (ZeroDivisionError, OverflowError):
+            points = None
+    if points is None:
+        points = evaluate(
+            s_in=np.asarray(float(input_tokens)),
+            s_out=np.asarray(float(output_tokens)),
+            batches=batches,
+        )
     return EstimateResult(
         mode=mode,
         compute_dtype=precision.compute_dtype,

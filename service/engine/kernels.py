@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,69 @@ def spread(value: npt.ArrayLike, shape: tuple[int, ...]) -> FloatArray:
     return array + np.zeros(shape)
 
 
+# One-point evaluations (``operators.step_cost`` of a single point) pass Python floats through the
+# same formulas instead of one-element arrays: a float operation costs ~20 ns, a numpy call on a
+# one-element array ~0.5 us. The helpers below are numpy's functions on arrays and the same
+# IEEE operation on floats (NaN propagates as in numpy), so either path gives the same numbers.
+# They are annotated as arrays, which is what every vectorised caller passes.
+
+
+def is_scalar(value: object) -> bool:
+    """Return whether ``value`` is a one-point evaluation's plain Python float."""
+    return type(value) is float
+
+
+def values(value: npt.ArrayLike) -> FloatArray:
+    """Return a Python number as a float (one-point evaluation), else a float64 array."""
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    return np.asarray(value, dtype=np.float64)
+
+
+def where(condition: object, a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
+    """Return ``np.where(condition, a, b)``; on a plain bool, ``a`` or ``b`` itself."""
+    if type(condition) is bool:
+        return a if condition else b  # type: ignore[return-value]
+    return cast(FloatArray, np.where(condition, a, b))  # type: ignore[call-overload]
+
+
+def maximum(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
+    """Return ``np.maximum(a, b)``; on two floats the larger, NaN if either is NaN."""
+    if type(a) is float and type(b) is float:
+        return a if a >= b or a != a else b
+    return np.maximum(a, b)
+
+
+def minimum(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
+    """Return ``np.minimum(a, b)``; on two floats the smaller, NaN if either is NaN."""
+    if type(a) is float and type(b) is float:
+        return a if a <= b or a != a else b
+    return np.minimum(a, b)
+
+
+def floor(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.floor(value)``; on a float, the same whole number as a float."""
+    if type(value) is float:
+        return float(math.floor(value)) if math.isfinite(value) else value
+    return np.floor(value)
+
+
+def ceil(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.ceil(value)``; on a float, the same whole number as a float."""
+    if type(value) is float:
+        return float(math.ceil(value)) if math.isfinite(value) else value
+    return np.ceil(value)
+
+
+def zeros_like(value: npt.ArrayLike) -> FloatArray:
+    """Return zeros shaped like ``value`` (0.0 for a one-point float)."""
+    if type(value) is float:
+        return 0.0
+    return np.zeros_like(value, dtype=np.float64)
+
+
 def _number_or_array(value: npt.ArrayLike) -> float | FloatArray:
     """Keep a scalar as a Python float (cheaper arithmetic than a 0-d array), else an array."""
     if isinstance(value, (int, float)):
@@ -72,7 +136,7 @@ class KernelCost:
 
     def scaled(self, count: npt.ArrayLike) -> KernelCost:
         """Return the cost of ``count`` identical kernels (e.g. one per layer)."""
-        c = as_array(count)
+        c = values(count) if is_scalar(self.time_s) else as_array(count)
         return KernelCost(
             self.flops * c,
             self.bytes * c,
@@ -91,7 +155,11 @@ class KernelCost:
 def bound_of(
     compute_s: FloatArray, memory_s: FloatArray, communication_s: FloatArray
 ) -> npt.NDArray[np.str_]:
-    """Name the largest of three time terms, elementwise."""
+    """Name the largest of three time terms, elementwise (a str on three floats)."""
+    if is_scalar(compute_s) and is_scalar(memory_s) and is_scalar(communication_s):
+        label = "compute" if compute_s >= memory_s else "memory"
+        top = maximum(compute_s, memory_s)
+        return cast(npt.NDArray[np.str_], "communication" if communication_s > top else label)
     compute_s, memory_s, communication_s = np.broadcast_arrays(compute_s, memory_s, communication_s)
     out = np.where(compute_s >= memory_s, "compute", "memory")
     return np.where(communication_s > np.maximum(compute_s, memory_s), "communication", out)
@@ -177,8 +245,7 @@ def gemm_cost(
     """
     if rates is None:
         rates = GemmRates.of(compute_dtype, accelerator, params)
-    m_, n_, k_ = as_array(m), _number_or_array(n), _number_or_array(k)
-    active = m_ > 0
+    m_, n_, k_ = values(m), _number_or_array(n), _number_or_array(k)
     weight_elements = n_ * k_
     flops = m_ * (2.0 * weight_elements)
     out_bytes = max(activation_bytes_per_element, _MIN_OUTPUT_BYTES)
@@ -189,13 +256,19 @@ def gemm_cost(
     seconds_per_row = 2.0 * k_ * (n_ + rates.half_columns) / rates.peak_flops_s
     compute_s = (m_ + rates.half_rows) * seconds_per_row
     latency_s: float | FloatArray = rates.latency_s
-    if np.count_nonzero(active) < active.size:  # a GEMM with no rows moves and launches nothing
-        nbytes = np.where(active, nbytes, 0.0)
-        compute_s = np.where(active, compute_s, 0.0)
-        latency_s = np.where(active, latency_s, 0.0)
+    # A GEMM with no rows moves and launches nothing.
+    if is_scalar(m_):
+        if not m_ > 0:
+            nbytes, compute_s, latency_s = zeros_like(nbytes), zeros_like(compute_s), 0.0
+    else:
+        active = m_ > 0
+        if np.count_nonzero(active) < active.size:
+            nbytes = np.where(active, nbytes, 0.0)
+            compute_s = np.where(active, compute_s, 0.0)
+            latency_s = np.where(active, latency_s, 0.0)
     memory_s = nbytes / rates.bandwidth_bytes_s
-    time_s = np.maximum(compute_s, memory_s) + latency_s
-    return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
+    time_s = maximum(compute_s, memory_s) + latency_s
+    return KernelCost(flops, nbytes, compute_s, memory_s, zeros_like(time_s), time_s)
 
 
 def gemm_time_s(
@@ -229,7 +302,7 @@ def attended_pairs(
 
     Query i (0-based) sees past + i + 1 keys, capped at the window when one is set.
     """
-    t, s = as_array(new_tokens), as_array(past_tokens)
+    t, s = values(new_tokens), values(past_tokens)
 
     def cumulative(n: FloatArray) -> FloatArray:
         # Σ_{x=1..n} min(x, W)
@@ -237,7 +310,7 @@ def attended_pairs(
         if window_tokens <= 0:
             return full
         w = float(window_tokens)
-        return np.where(n <= w, full, w * (w + 1.0) / 2.0 + (n - w) * w)
+        return where(n <= w, full, w * (w + 1.0) / 2.0 + (n - w) * w)
 
     return cumulative(s + t) - cumulative(s)
 
@@ -252,7 +325,9 @@ def attention_compute_s(
     peak = hardware_attention_flops_s(accelerator) * params.attention_compute_efficiency
     half = params.attention_half_efficiency_tokens
     if half <= 0:
-        return np.asarray(flops / peak, dtype=np.float64)
+        return values(flops / peak)
+    if is_scalar(flops) and is_scalar(length):
+        return cast(FloatArray, (flops * (length + half) / length if length > 0 else 0.0) / peak)
     with np.errstate(divide="ignore", invalid="ignore"):
         slowed = np.where(length > 0, flops * (length + half) / length, 0.0)
     return np.asarray(slowed / peak, dtype=np.float64)
@@ -270,10 +345,7 @@ def attention_items_s(
 ) -> FloatArray:
     """Seconds of an attention kernel's work items: B · KV heads · ``attention_work_item_us``
     (each item a thread block with its own Q load, softmax set-up and output write)."""
-    return np.asarray(
-        as_array(batch_size) * as_array(kv_heads) * params.attention_work_item_us * 1e-6,
-        dtype=np.float64,
-    )
+    return values(values(batch_size) * values(kv_heads) * params.attention_work_item_us * 1e-6)
 
 
 def attention_cost(
@@ -300,19 +372,19 @@ def attention_cost(
     Work items = B · ``kv_heads`` (the KV heads on this GPU; one for a shared latent cache),
     each ``attention_work_item_us``: time = max(compute, bytes, items) + kernel latency.
     """
-    b, t, s = as_array(batch_size), as_array(new_tokens), as_array(past_tokens)
+    b, t, s = values(batch_size), values(new_tokens), values(past_tokens)
     pairs = attended_pairs(t, s, window_tokens)
     flops = 2.0 * b * num_heads * (score_dim + value_dim) * pairs
-    visible = s + t if window_tokens <= 0 else np.minimum(s + t, window_tokens)
+    visible = s + t if window_tokens <= 0 else minimum(s + t, window_tokens)
     kv_bytes = b * (visible + t) * kv_bytes_per_token
     qo_bytes = b * t * num_heads * (score_dim + value_dim) * activation_bytes_per_element
     nbytes = kv_bytes + qo_bytes
     compute_s = attention_compute_s(flops, visible, accelerator, params)
     memory_s = nbytes / kv_bytes_s(accelerator, params, kv_dtype)
     items_s = attention_items_s(b, kv_heads, params)
-    latency_s = np.where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
-    time_s = np.maximum(np.maximum(compute_s, memory_s), items_s) + latency_s
-    return KernelCost(flops, nbytes, compute_s, memory_s, np.zeros_like(time_s), time_s)
+    latency_s = where(b * t > 0, params.attention_kernel_latency_us * 1e-6, 0.0)
+    time_s = maximum(maximum(compute_s, memory_s), items_s) + latency_s
+    return KernelCost(flops, nbytes, compute_s, memory_s, zeros_like(time_s), time_s)
 
 
 def attention_decode_time_s(
@@ -383,6 +455,8 @@ def _wire_fraction_and_hops(op: str, n: FloatArray) -> tuple[FloatArray, FloatAr
     if op in ("all_gather", "reduce_scatter", "alltoall"):
         return (n - 1.0) / n, n - 1.0
     if op == "send":
+        if is_scalar(n):
+            return zeros_like(n) + 1.0, zeros_like(n) + 1.0
         return np.ones_like(n), np.ones_like(n)
     raise ValueError(f"unknown collective {op!r}; expected one of {', '.join(COLLECTIVE_OPS)}")
 
@@ -412,11 +486,16 @@ def collective_cost(
     The link rate depends on where the N peers are (``Accelerator.link_bytes_s``), or is
     ``link_bytes_s`` when the caller knows it (a send between two placed GPUs).
     """
-    n = np.maximum(as_array(num_gpus), 1.0)
-    m = as_array(message_bytes)
+    n = maximum(values(num_gpus), 1.0)
+    m = values(message_bytes)
     fraction, hops = _wire_fraction_and_hops(op, n)
     active = (n > 1) & (m > 0)
-    rate = hardware_link_bytes_s(accelerator, n) if link_bytes_s is None else link_bytes_s
+    if link_bytes_s is not None:
+        rate = link_bytes_s
+    elif is_scalar(n):
+        rate = accelerator.link_bytes_s(int(n))
+    else:
+        rate = hardware_link_bytes_s(accelerator, n)
     bandwidth = rate * params.collective_bandwidth_efficiency
     ring_bytes = fraction * m
     ring_s = (
@@ -428,13 +507,13 @@ def collective_cost(
         one_bytes = (n - 1.0) * m
         one_s = one_bytes / bandwidth + custom_latency_s
         two_s = ring_bytes / bandwidth + 2.0 * custom_latency_s
-        best_s = np.minimum(np.minimum(one_s, two_s), ring_s)
-        chosen_bytes = np.where(one_s <= np.minimum(two_s, ring_s), one_bytes, ring_bytes)
+        best_s = minimum(minimum(one_s, two_s), ring_s)
+        chosen_bytes = where(one_s <= minimum(two_s, ring_s), one_bytes, ring_bytes)
     else:
         best_s, chosen_bytes = ring_s, ring_bytes
-    time_s = np.where(active, best_s, 0.0)
-    wire_bytes = np.where(active, chosen_bytes, 0.0)
-    zero = np.zeros_like(time_s)
+    time_s = where(active, best_s, 0.0)
+    wire_bytes = where(active, chosen_bytes, 0.0)
+    zero = zeros_like(time_s)
     return KernelCost(zero, wire_bytes + zero, zero, zero, time_s, time_s)
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from service.engine.kernels import FloatArray
+from service.engine.kernels import FloatArray, maximum, minimum, values
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.shapes import ModelShape
@@ -78,10 +76,10 @@ class Mamba2Rank:
         through C per head (N·P): 2·(G·Q·N + H·(Q·P + 2·N·P)). One new token (decode) is the
         recurrence h ← a·h + B·xᵀ, y = C·h: the same formula at Q = 1, ≈ 4·d_inner·N.
         """
-        q = np.minimum(np.maximum(new_tokens, 1.0), float(self.chunk_tokens))
+        q = minimum(maximum(new_tokens, 1.0), float(self.chunk_tokens))
         n, p = float(self.state_size), float(self.head_dim)
         macs = self.groups * q * n + self.heads * (q * p + 2.0 * n * p)
-        return np.asarray(2.0 * macs, dtype=np.float64)
+        return values(2.0 * macs)
 
 
 def conv_state_bytes_per_element(precision: Precision) -> float:

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from service.engine.accelerator_stack import AcceleratorStack
 from service.engine.hardware import Accelerator
-from service.engine.kernels import FloatArray, Hardware, as_array
+from service.engine.kernels import FloatArray, Hardware, floor, minimum, values, where
 from service.engine.mamba import (
     Mamba2Rank,
     conv_state_bytes_per_element,
@@ -198,11 +198,10 @@ class KvBytesPerToken:
 
     def for_context(self, context_tokens: npt.ArrayLike) -> FloatArray:
         """Return KV (and recurrent-state) bytes of one sequence holding ``context_tokens``."""
-        s = as_array(context_tokens)
-        windowed = np.minimum(s, self.window_tokens) if self.window_tokens > 0 else s
-        return np.asarray(
+        s = values(context_tokens)
+        windowed = minimum(s, float(self.window_tokens)) if self.window_tokens > 0 else s
+        return values(
             self.full_bytes * s + self.windowed_bytes * windowed + self.state_bytes_per_sequence,
-            dtype=np.float64,
         )
 
 
@@ -279,8 +278,8 @@ def activation_bytes(
     per_token = (2.0 * m.hidden_size + max(2.0 * widest, qkv) / tp) * max(
         precision.activation_bytes_per_element, 2.0
     )
-    logits = as_array(logit_rows) * m.vocab_size / tp * _LOGIT_BYTES
-    return np.asarray(as_array(step_tokens) * per_token + logits, dtype=np.float64)
+    logits = values(logit_rows) * m.vocab_size / tp * _LOGIT_BYTES
+    return values(values(step_tokens) * per_token + logits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,17 +295,17 @@ class MemoryBreakdown:
 
     @property
     def total_bytes(self) -> FloatArray:
-        return np.asarray(
+        return values(
             self.weights_bytes
             + self.kv_cache_bytes
             + self.activations_bytes
-            + self.runtime_overhead_bytes,
-            dtype=np.float64,
+            + self.runtime_overhead_bytes
         )
 
     @property
     def fits(self) -> npt.NDArray[np.bool_]:
-        return np.asarray(self.total_bytes <= self.usable_bytes)
+        fits = self.total_bytes <= self.usable_bytes
+        return fits if isinstance(fits, bool) else np.asarray(fits)
 
 
 def memory_breakdown(
@@ -325,14 +324,12 @@ def memory_breakdown(
     With attention_dp ranks each GPU holds the KV cache and activations of its rank's
     1/attention_dp of the sequences and step tokens.
     """
-    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    weights, kv_per_token = _weights_and_kv(model, precision, parallelism)
     adp = float(parallelism.attention_dp)
-    per_rank = as_array(sequences) / adp
-    kv = per_rank * kv_cache_bytes_per_token(model, precision, parallelism).for_context(
-        context_tokens
-    )
+    per_rank = values(sequences) / adp
+    kv = per_rank * kv_per_token.for_context(context_tokens)
     act = activation_bytes(
-        model, precision, parallelism, step_tokens=as_array(step_tokens) / adp, logit_rows=per_rank
+        model, precision, parallelism, step_tokens=values(step_tokens) / adp, logit_rows=per_rank
     )
     capacity = hardware_capacity_bytes(accelerator)
     return MemoryBreakdown(
@@ -343,6 +340,15 @@ def memory_breakdown(
         capacity_bytes=capacity,
         usable_bytes=capacity * memory_utilization,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _weights_and_kv(
+    model: ModelShape, precision: Precision, parallelism: Parallelism
+) -> tuple[float, KvBytesPerToken]:
+    """Return (weight bytes per GPU, KV bytes per token): they depend on the layout only."""
+    weights = weight_bytes_per_gpu(model, precision, parallelism).total_bytes
+    return weights, kv_cache_bytes_per_token(model, precision, parallelism)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -475,5 +481,5 @@ def max_batch_sizes(
     capacity = hardware_capacity_bytes(accelerator) * memory_utilization
     free = capacity - weights - act - RUNTIME_OVERHEAD_BYTES
     per_sequence = kv.for_context(context_tokens) + logit_row
-    per_rank = np.where(free > 0, np.floor(free / per_sequence), 0.0)
-    return np.asarray(per_rank * parallelism.attention_dp, dtype=np.float64)
+    per_rank = where(free > 0, floor(free / per_sequence), 0.0)
+    return values(per_rank * parallelism.attention_dp)

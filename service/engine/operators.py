@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -29,8 +31,13 @@ from service.engine.kernels import (
     collective_cost,
     gemm_cost,
     hardware_attention_flops_s,
+    is_scalar,
+    maximum,
     spread,
+    values,
+    where,
     zero_cost,
+    zeros_like,
 )
 from service.engine.mamba import (
     Mamba2Rank,
@@ -58,14 +65,29 @@ class AttentionGroup:
     def of(
         cls, sequences: npt.ArrayLike, new_tokens: npt.ArrayLike, past_tokens: npt.ArrayLike
     ) -> AttentionGroup:
-        """Build a group from scalars or arrays (broadcast together)."""
+        """Build a group from scalars or arrays (broadcast together); floats stay floats."""
+        if is_scalar(sequences) and is_scalar(new_tokens) and is_scalar(past_tokens):
+            return cls(values(sequences), values(new_tokens), values(past_tokens))
         b, t, s = as_array(sequences), as_array(new_tokens), as_array(past_tokens)
         shape = np.broadcast_shapes(b.shape, t.shape, s.shape)
         return cls(spread(b, shape), spread(t, shape), spread(s, shape))
 
     @property
     def tokens(self) -> FloatArray:
-        return np.asarray(self.sequences * self.new_tokens, dtype=np.float64)
+        return values(self.sequences * self.new_tokens)
+
+    def as_floats(self) -> AttentionGroup:
+        """Return the group of a single point with plain floats (a one-point evaluation)."""
+        return AttentionGroup(*(_one_float(v) for v in self._columns()))
+
+    def as_arrays(self) -> AttentionGroup:
+        """Return the group with arrays (0-d for a plain float), for the array path."""
+        if not any(is_scalar(v) for v in self._columns()):
+            return self
+        return AttentionGroup(*(as_array(v) for v in self._columns()))
+
+    def _columns(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        return self.sequences, self.new_tokens, self.past_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +134,9 @@ class StepCost:
     whole: tuple[StepCost, slice] | None = None
     _rows: list[tuple[OperatorRow, ...]] = field(default_factory=list, compare=False, repr=False)
     _bound: list[npt.NDArray[np.str_]] = field(default_factory=list, compare=False, repr=False)
+    # A one-point step costed on floats (``at_points``) keeps that step and converts its rows to
+    # arrays only when they are asked for.
+    floats: StepCost | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, phase: str, rows: Sequence[OperatorRow], overhead_s: FloatArray) -> StepCost:
@@ -125,9 +150,25 @@ class StepCost:
         """Return the step restricted to a slice of its points, under another phase name."""
         return StepCost(phase, self.overhead_s[points], _sliced(self.total, points), (self, points))
 
+    def at_points(self, shape: tuple[int, ...]) -> StepCost:
+        """Return this step, costed on floats for one point, as arrays of ``shape`` (size 1)."""
+        bound = np.array(bound_of(*self.time_by_bound()), dtype="<U13").reshape(shape)
+        block = np.array((*_fields(self.total), self.overhead_s), dtype=np.float64)
+        block = block.reshape((7, *shape))
+        total = KernelCost(*(block[i, ...] for i in range(6)))
+        return StepCost(self.phase, block[6, ...], total, None, [], [bound], self)
+
     @property
     def rows(self) -> tuple[OperatorRow, ...]:
         """The operators of the step, in execution order."""
+        if not self._rows and self.floats is not None:
+            shape = np.shape(self.overhead_s)
+            self._rows.append(
+                tuple(
+                    OperatorRow(r.name, r.phase, r.kind, _cost_at(r.cost, shape))
+                    for r in self.floats.rows
+                )
+            )
         if not self._rows:
             assert self.whole is not None  # a step built by ``of`` has its rows
             whole, points = self.whole
@@ -141,7 +182,12 @@ class StepCost:
 
     @property
     def time_s(self) -> FloatArray:
-        return np.asarray(self.total.time_s + self.overhead_s, dtype=np.float64)
+        return values(self.total.time_s + self.overhead_s)
+
+    @property
+    def point_time_s(self) -> FloatArray:
+        """Return ``time_s``; a float for one point costed on floats (``at_points``)."""
+        return self.floats.time_s if self.floats is not None else self.time_s
 
     def kind_total(self, kind: str) -> KernelCost:
         """Sum the rows of one kind (e.g. GEMM for the weight-streaming intensity)."""
@@ -174,16 +220,19 @@ class StepCost:
         A row's whole time counts towards the larger of its compute and memory terms; the step
         label and the critical batch size both read this split, so they agree.
         """
-        shape = np.shape(self.overhead_s)
-        compute, memory, link = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        if is_scalar(self.overhead_s):
+            compute = memory = link = zeros_like(self.overhead_s)
+        else:
+            shape = np.shape(self.overhead_s)
+            compute, memory, link = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         for row in self.rows:
             cost = row.cost
             if row.kind == COMMUNICATION:
                 link = link + cost.time_s
                 continue
             on_compute = cost.compute_s >= cost.memory_s
-            compute = compute + np.where(on_compute, cost.time_s, 0.0)
-            memory = memory + np.where(on_compute, 0.0, cost.time_s)
+            compute = compute + where(on_compute, cost.time_s, 0.0)
+            memory = memory + where(on_compute, 0.0, cost.time_s)
         return compute, memory, link
 
     @property
@@ -194,6 +243,8 @@ class StepCost:
 
 def intensity(flops: FloatArray, nbytes: FloatArray) -> FloatArray:
     """Return FLOPs per byte (0 where no bytes move)."""
+    if is_scalar(flops) and is_scalar(nbytes):
+        return values(flops / nbytes if nbytes > 0 else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(np.where(nbytes > 0, flops / nbytes, 0.0), dtype=np.float64)
 
@@ -203,7 +254,13 @@ def expected_experts_touched(
 ) -> FloatArray:
     """Return distinct experts hit by ``tokens``, uniform top-k routing: E·(1 − (1 − k/E)^N)."""
     e, k = float(num_experts), float(experts_per_token)
-    return np.asarray(e * (1.0 - (1.0 - k / e) ** tokens), dtype=np.float64)
+    return values(e * (1.0 - (1.0 - k / e) ** tokens))
+
+
+def _one_float(value: FloatArray) -> FloatArray:
+    """Return a one-element array's value (or a number) as a plain float."""
+    number = value.item() if isinstance(value, np.ndarray) else value
+    return cast(FloatArray, float(number))
 
 
 class _StepBuilder:
@@ -228,15 +285,17 @@ class _StepBuilder:
             params,
         )
         self.phase = phase
-        shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in groups))
+        # One point on plain floats (``AttentionGroup.as_floats``), else arrays over the points.
+        self.scalar = all(is_scalar(v) for g in groups for v in g._columns())
+        shape = () if self.scalar else np.broadcast_shapes(*(np.shape(g.sequences) for g in groups))
         self.shape = shape
         # Tokens of the whole replica: the MoE layers route them all over the MoE group.
-        self.all_tokens = sum((g.tokens for g in groups), np.zeros(shape))
+        self.all_tokens = sum((g.tokens for g in groups), self._zeros())
         # Tokens that can route differently: all of them, or one sequence's per group when the
         # sequences are copies of one prompt decoded greedily (a benchmark harness's batch):
         # copies pick the same experts, so a step reads only the experts one sequence picks.
         self.routed_tokens = (
-            sum((np.where(g.sequences > 0, g.new_tokens, 0.0) for g in groups), np.zeros(shape))
+            sum((where(g.sequences > 0, g.new_tokens, 0.0) for g in groups), self._zeros())
             if identical_sequences
             else self.all_tokens
         )
@@ -250,11 +309,18 @@ class _StepBuilder:
                 AttentionGroup(g.sequences / adp, g.new_tokens, g.past_tokens) for g in groups
             )
         )
-        self.tokens = sum((g.tokens for g in self.groups), np.zeros(shape))
-        self.logit_rows = sum((g.sequences for g in self.groups), np.zeros(shape))
+        self.tokens = sum((g.tokens for g in self.groups), self._zeros())
+        self.logit_rows = sum((g.sequences for g in self.groups), self._zeros())
         self.rows: list[OperatorRow] = []
         self.tp = float(parallelism.tp)
         self.rates: dict[str, GemmRates] = {}  # per compute dtype, looked up once per step
+
+    def _zeros(self) -> FloatArray:
+        return cast(FloatArray, 0.0) if self.scalar else np.zeros(self.shape)
+
+    def _zero_cost(self) -> KernelCost:
+        z = self._zeros()
+        return KernelCost(z, z, z, z, z, z)
 
     def gemm(self, m: FloatArray, n: float, k: float, *, quantized: bool = True) -> KernelCost:
         prec = self.prec
@@ -284,9 +350,10 @@ class _StepBuilder:
         return rates
 
     def add(self, name: str, kind: str, cost: KernelCost) -> None:
-        fields = _fields(cost)
-        if any(np.shape(f) != self.shape for f in fields):
-            cost = KernelCost(*(spread(f, self.shape) for f in fields))
+        if not self.scalar:
+            fields = _fields(cost)
+            if any(np.shape(f) != self.shape for f in fields):
+                cost = KernelCost(*(spread(f, self.shape) for f in fields))
         self.rows.append(OperatorRow(name, self.phase, kind, cost))
 
     # --- operators -------------------------------------------------------------------------
@@ -296,7 +363,7 @@ class _StepBuilder:
         memory_s = gather / (
             self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
         )
-        z = np.zeros(self.shape)
+        z = self._zeros()
         self.add("embedding", MEMORY, KernelCost(z, gather, z, memory_s, z, memory_s))
 
     def qkv_projection(self) -> None:
@@ -339,7 +406,7 @@ class _StepBuilder:
             dim = float(m.head_dim)
             kv_heads = float(self.par.kv_heads_per_gpu(m))
             absorbed = expanded = (dim, dim, 2.0 * kv_heads * dim * b_kv)
-        total = zero_cost(self.shape)
+        total = self._zero_cost()
         layer_kinds = (
             (m.num_full_attention_layers, 0.0),
             (m.num_sliding_layers, float(m.sliding_window_tokens)),
@@ -372,7 +439,7 @@ class _StepBuilder:
                     prefill = g.new_tokens > 1.0
                     cost = KernelCost(
                         *(
-                            np.where(prefill, b, a)
+                            where(prefill, b, a)
                             for a, b in zip(_fields(costs[0]), _fields(costs[1]), strict=True)
                         )
                     )
@@ -386,8 +453,8 @@ class _StepBuilder:
         m = self.model
         heads = m.num_heads / self.tp
         rows = sum(
-            (np.where(g.new_tokens > 1.0, g.sequences * g.past_tokens, 0.0) for g in self.groups),
-            np.zeros(self.shape),
+            (where(g.new_tokens > 1.0, g.sequences * g.past_tokens, 0.0) for g in self.groups),
+            self._zeros(),
         )
         cost = self.gemm(rows, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
         self.add("mla_context_up_projection", GEMM, cost.scaled(m.num_attention_layers))
@@ -417,12 +484,12 @@ class _StepBuilder:
         ssm_b = ssm_state_bytes_per_element(self.prec)
         in_proj = self.gemm(self.tokens, r.in_proj_width, m.hidden_size)
         self.add("mamba_in_proj", GEMM, in_proj.scaled(layers))
-        conv = zero_cost(self.shape)
-        scan = zero_cost(self.shape)
+        conv = self._zero_cost()
+        scan = self._zero_cost()
         for g in self.groups:
             tokens = g.tokens
             # State traffic per sequence: written always, read back when tokens are cached.
-            passes = np.where(g.past_tokens > 0, 2.0, 1.0) * g.sequences
+            passes = where(g.past_tokens > 0, 2.0, 1.0) * g.sequences
             conv_flops = 2.0 * r.conv_kernel * r.conv_channels * tokens  # depthwise K taps
             conv_bytes = 2.0 * tokens * r.conv_channels * act  # read x/B/C, write them convolved
             conv_bytes = conv_bytes + passes * r.conv_state_elements * conv_b
@@ -442,16 +509,11 @@ class _StepBuilder:
         p = self.params
         compute_s = flops / (hardware_attention_flops_s(self.acc) * p.attention_compute_efficiency)
         memory_s = nbytes / (self.acc.memory_bandwidth_bytes_s * p.memory_bandwidth_efficiency)
-        latency_s = np.where(tokens > 0, p.attention_kernel_latency_us * 1e-6, 0.0)
-        time_s = np.maximum(compute_s, memory_s) + latency_s
-        z = np.zeros_like(time_s)
+        latency_s = where(tokens > 0, p.attention_kernel_latency_us * 1e-6, 0.0)
+        time_s = maximum(compute_s, memory_s) + latency_s
+        z = zeros_like(time_s)
         return KernelCost(
-            np.asarray(flops, dtype=np.float64),
-            np.asarray(nbytes, dtype=np.float64),
-            np.asarray(compute_s, dtype=np.float64),
-            np.asarray(memory_s, dtype=np.float64),
-            z,
-            np.asarray(time_s, dtype=np.float64),
+            values(flops), values(nbytes), values(compute_s), values(memory_s), z, values(time_s)
         )
 
     def _mlp(self, tokens: FloatArray, width: float) -> KernelCost:
@@ -476,14 +538,17 @@ class _StepBuilder:
         self.add("router", GEMM, router.scaled(layers))
         tokens = self.all_tokens
         touched = expected_experts_touched(m.num_experts, m.experts_per_token, self.routed_tokens)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
+        if self.scalar:
+            rows_per_expert = cast(
+                FloatArray, tokens * m.experts_per_token / touched if touched > 0 else 0.0
+            )
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
         # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
         # kernel per matrix.
         width = m.moe_intermediate_size * self.par.ep / self.par.moe_group_gpus
-        no_launch = self.params.replace(
-            gemm_kernel_latency_us_bf16=0.0, gemm_kernel_latency_us_fp8=0.0
-        )
+        no_launch = _without_gemm_launch(self.params)
         d = m.hidden_size
         up = 2.0 * width if m.ffn_type == "glu" else width
         one = self._gemm_with(no_launch, rows_per_expert, up, d) + self._gemm_with(
@@ -492,8 +557,8 @@ class _StepBuilder:
         # The busiest GPU holds ceil(E / ep) experts: that share of the touched ones.
         experts = one.scaled(touched * (self.par.experts_per_gpu(m) / m.num_experts))
         launch_s = self.params.gemm_kernel_latency_us(self.prec.compute_dtype) * 1e-6
-        launches = np.where(tokens > 0, 2.0 * launch_s, 0.0)
-        z = np.zeros(self.shape)
+        launches = where(tokens > 0, 2.0 * launch_s, 0.0)
+        z = self._zeros()
         experts = experts + KernelCost(z, z, z, z, z, launches)
         self.add("experts", GEMM, experts.scaled(layers))
         if m.num_shared_experts:
@@ -597,8 +662,16 @@ class _StepBuilder:
         fixed_us = layers * p.layer_overhead_us + p.step_overhead_us
         per_sequence_us = p.sequence_overhead_us + layers * p.sequence_layer_overhead_us
         overhead_us = fixed_us + self.logit_rows * per_sequence_us
-        overhead = np.where(self.tokens > 0, overhead_us * 1e-6, 0.0)
+        overhead = where(self.tokens > 0, overhead_us * 1e-6, 0.0)
+        if self.scalar:
+            return StepCost.of(self.phase, self.rows, overhead)
         return StepCost.of(self.phase, self.rows, spread(overhead, self.shape))
+
+
+@lru_cache(maxsize=256)
+def _without_gemm_launch(params: EfficiencyParams) -> EfficiencyParams:
+    """Return ``params`` without GEMM launch latency (the MoE experts' fused kernels)."""
+    return params.replace(gemm_kernel_latency_us_bf16=0.0, gemm_kernel_latency_us_fp8=0.0)
 
 
 def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
@@ -614,6 +687,40 @@ def _fields(cost: KernelCost) -> tuple[FloatArray, ...]:
 
 def _sliced(cost: KernelCost, points: slice) -> KernelCost:
     return KernelCost(*(f[points] for f in _fields(cost)))
+
+
+def _cost_at(cost: KernelCost, shape: tuple[int, ...]) -> KernelCost:
+    """Return a one-point cost of floats as arrays of ``shape`` (one allocation)."""
+    block = np.array(_fields(cost), dtype=np.float64).reshape((6, *shape))
+    return KernelCost(*(block[i, ...] for i in range(6)))
+
+
+def _one_point(
+    model: ModelShape,
+    accelerator: Hardware,
+    precision: Precision,
+    parallelism: Parallelism,
+    groups: Sequence[AttentionGroup],
+    params: EfficiencyParams,
+    phase: str,
+    identical_sequences: bool,
+    shape: tuple[int, ...],
+) -> StepCost | None:
+    """Cost a one-point step on floats (same formulas, no numpy calls), as arrays of ``shape``.
+
+    None where floats cannot stand in for arrays: an accelerator stack, or a division by zero
+    or overflow that numpy would turn into inf or NaN (the caller then runs the array path).
+    """
+    if isinstance(accelerator, AcceleratorStack) or not groups:
+        return None
+    floats = [g.as_floats() for g in groups]
+    try:
+        step = _StepBuilder(
+            model, accelerator, precision, parallelism, params, phase, floats, identical_sequences
+        ).build()
+        return step.at_points(shape)
+    except (ZeroDivisionError, OverflowError):
+        return None
 
 
 def step_cost(
@@ -633,8 +740,17 @@ def step_cost(
     head runs on one row per sequence (the last token of a prefill, the new token of a decode).
     ``identical_sequences``: each group's sequences are copies of one (they route alike).
     """
+    if all(np.size(v) == 1 for g in groups for v in g._columns()):
+        shape = np.broadcast_shapes(*(np.shape(g.sequences) for g in groups))
+        one = _one_point(
+            model, accelerator, precision, parallelism, groups, params, phase,
+            identical_sequences, shape,
+        )  # fmt: skip
+        if one is not None:
+            return one
+    arrays = [g.as_arrays() for g in groups]
     return _StepBuilder(
-        model, accelerator, precision, parallelism, params, phase, groups, identical_sequences
+        model, accelerator, precision, parallelism, params, phase, arrays, identical_sequences
     ).build()
 
 
@@ -655,6 +771,23 @@ def step_costs(
     points are laid end to end and steps with fewer attention groups get empty ones (which cost
     exactly nothing), so the per-operator Python work is paid once instead of once per step.
     """
+    if points == 1:
+        ones = [
+            _one_point(
+                model,
+                accelerator,
+                precision,
+                parallelism,
+                groups,
+                params,
+                phase,
+                identical_sequences,
+                (1,),
+            )
+            for phase, groups in steps
+        ]
+        if all(one is not None for one in ones):
+            return cast("list[StepCost]", ones)
     width = max(len(groups) for _, groups in steps)
     empty = np.zeros(points)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -28,6 +29,7 @@ _SEARCH_RATIO = 1.02
 # Memo of critical batch sizes (a pure function of its inputs); bounded, cleared when full.
 _CRITICAL_CACHE: dict[Hashable, int | None] = {}
 _CRITICAL_CACHE_SIZE = 1024
+_NOT_CACHED = object()
 
 
 def critical_batch_size(
@@ -55,13 +57,14 @@ def critical_batch_size(
         parallelism,
         params,
     )
-    if key not in _CRITICAL_CACHE:
+    found = _CRITICAL_CACHE.get(key, _NOT_CACHED)
+    if found is _NOT_CACHED:
         if len(_CRITICAL_CACHE) >= _CRITICAL_CACHE_SIZE:
             _CRITICAL_CACHE.clear()
-        _CRITICAL_CACHE[key] = _search_critical_batch(
+        found = _CRITICAL_CACHE[key] = _search_critical_batch(
             model, accelerator, precision=precision, parallelism=parallelism, params=params
         )
-    return _CRITICAL_CACHE[key]
+    return cast(int | None, found)
 
 
 def _search_critical_batch(

@@ -8,7 +8,16 @@ import numpy as np
 import numpy.typing as npt
 
 from service.engine.efficiency import EfficiencyParams
-from service.engine.kernels import FloatArray, Hardware
+from service.engine.kernels import (
+    FloatArray,
+    Hardware,
+    ceil,
+    is_scalar,
+    maximum,
+    minimum,
+    values,
+    where,
+)
 from service.engine.operators import AttentionGroup, StepCost, step_costs
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
@@ -76,19 +85,20 @@ def serving_state(
       batches of R that finish together, so the k-th batch waits k·T: the mean wait over the
       queue is (C / R − 1)·T / 2; throughput is the same R / T.
     """
-    c = np.asarray(concurrency, dtype=np.float64)
-    limit = np.asarray(max_running, dtype=np.float64)
-    running = np.where(limit > 0, np.minimum(c, limit), c)
-    s_in = np.asarray(input_tokens, dtype=np.float64)
-    s_out = np.asarray(output_tokens, dtype=np.float64)
+    # One point may come as plain floats (``operators.step_cost``: the same formulas, cheaper).
+    c = values(concurrency)
+    limit = values(max_running)
+    running = where(limit > 0, minimum(c, limit), c)
+    s_in = values(input_tokens)
+    s_out = values(output_tokens)
 
     decode = AttentionGroup.of(running, 1.0, s_in + s_out / 2.0)
-    chunks = np.ceil(s_in / params.prefill_chunk_tokens)
+    chunks = ceil(s_in / params.prefill_chunk_tokens)
     chunk_tokens = s_in / chunks
-    decode_steps = np.maximum(s_out - 1.0, 0.0)
+    decode_steps = maximum(s_out - 1.0, 0.0)
     # Chunks that share a step: one while fewer than one chunk arrives per step of the cycle
     # (R prompts of n chunks over n + S_out − 1 steps), else that rate.
-    per_step = np.maximum(running * chunks / (chunks + decode_steps), 1.0)
+    per_step = maximum(running * chunks / (chunks + decode_steps), 1.0)
     shared = AttentionGroup.of(per_step, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
     decode_only, mixed = step_costs(
         model,
@@ -96,16 +106,16 @@ def serving_state(
         precision=precision,
         parallelism=parallelism,
         steps=[("decode", [decode]), ("mixed", [decode, shared])],
-        points=running.size,
+        points=np.size(running),
         params=params,
     )
-    decode_s = decode_only.time_s
-    prompt_s = chunks * np.maximum(mixed.time_s - decode_s, 0.0) / per_step
-    others = np.maximum(running - 1.0, 0.0)
+    decode_s = decode_only.point_time_s
+    prompt_s = chunks * maximum(mixed.point_time_s - decode_s, 0.0) / per_step
+    others = maximum(running - 1.0, 0.0)
     share = params.prefill_queue_share
     # the other prompts of the cycle that run while this request decodes
     behind_s = (1.0 - share) * others * prompt_s
-    tpot = decode_s + np.where(decode_steps > 0, behind_s / np.maximum(decode_steps, 1.0), 0.0)
+    tpot = decode_s + where(decode_steps > 0, behind_s / maximum(decode_steps, 1.0), 0.0)
     own_s = chunks * decode_s + prompt_s
     first_token = params.admission_wait_steps * decode_s + share * others * prompt_s + own_s
     service = first_token + decode_steps * decode_s + behind_s
@@ -117,12 +127,23 @@ def serving_state(
         running=running,
         mixed_step=mixed,
         decode_only=decode_only,
-        prefill_chunks=np.broadcast_to(chunks, np.shape(running)).astype(np.float64),
+        prefill_chunks=(
+            chunks
+            if is_scalar(running)
+            else np.broadcast_to(chunks, np.shape(running)).astype(np.float64)
+        ),
         prompt_s=prompt_s,
         ttft_s=ttft,
         tpot_s=tpot,
         queue_wait_s=queue_wait,
         e2e_s=e2e,
         requests_per_s=running / service,
-        prefill_time_share=np.clip(running * prompt_s / busy_s, 0.0, 1.0),
+        prefill_time_share=_share(running * prompt_s / busy_s),
     )
+
+
+def _share(value: FloatArray) -> FloatArray:
+    """Clip to [0, 1] (``np.clip``; NaN stays NaN on floats as on arrays)."""
+    if is_scalar(value):
+        return minimum(maximum(value, 0.0), 1.0)
+    return np.clip(value, 0.0, 1.0)
