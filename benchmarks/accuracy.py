@@ -1616,7 +1616,13 @@ ISSUE_11_NOTES = (
     "0.1, but (backend, tp) TPOT vLLM 2.7 → 6.4%, TensorRT-LLM 4.8 → 6.9%, leave-model-out "
     "TPOT 6.2 → 7.5%, concurrency ≤ 32 → ≥ 64 TPOT 9.0 → 12.0% (over its target): the "
     "2025–26 serving runs at tp 1–8 do not show the growth, so the priors stay those "
-    "releases' and the 2024 static rows keep their tp-dependent spec-sheet miss. "
+    "releases' and the 2024 static rows keep their tp-dependent spec-sheet miss. Also tried "
+    "and reverted, for the per-group coverage: the in-domain band from shuffled 5-fold "
+    "cross-validation over runs instead of leaving out whole (model, backend, tp, dtype) "
+    "groups (the in-fit extrapolation spreads are measured against it, so they widened to "
+    "match): groups within 72–88% 17 → 16, the pooled rows of section 6 from 77–86% to "
+    "71–80%, and the over-covered in-range groups stayed (vLLM tp4 held out: 100%, its "
+    "TPOT error, 2.0% MdAPE, far inside any band the pooled residuals give). "
     "Splits and the data were not changed after seeing results."
 )
 
