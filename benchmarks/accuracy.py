@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -1213,17 +1213,12 @@ def spec_sheet_section(
     )
     out()
     rows: list[list[str]] = []
-    for backend in ("vllm", "trtllm"):
-        for model in sorted({r.model for r in static if r.backend == backend}):
-            for tp in sorted({r.tp for r in static if r.backend == backend and r.model == model}):
-                mine = [
-                    r for r in static if r.backend == backend and r.model == model and r.tp == tp
-                ]
-                pred = predict_runs(mine, h100, shapes, spec_sheet(h100, mine))
-                ratio = float(np.median(pred.predicted / pred.measured))
-                name = f"static · {backend} · {model} · tp{tp}"
-                check(f"spec-sheet ratio {name}", ratio, 0.9, 1.1)
-                rows.append([name, str(len(mine)), "–", f"{ratio:.2f}"])
+    for backend, model, tp, mine in _static_groups(static):
+        pred = predict_runs(mine, h100, shapes, spec_sheet(h100, mine))
+        ratio = float(np.median(pred.predicted / pred.measured))
+        name = f"static · {backend} · {model} · tp{tp}"
+        check(f"spec-sheet ratio {name}", ratio, 0.9, 1.1)
+        rows.append([name, str(len(mine)), "–", f"{ratio:.2f}"])
     for model, backend, tp in sorted({(r.model, r.backend, r.tp) for r in runs}):
         mine = [
             r
@@ -1245,6 +1240,21 @@ def spec_sheet_section(
     _static_step_floor(h100, shapes, static)
 
 
+def _static_groups(
+    static: Sequence[StaticMeasurement],
+) -> Iterator[tuple[str, str, int, list[StaticMeasurement]]]:
+    """The static runs per (backend, model, tp), vLLM first, in a stable order."""
+    for backend in ("vllm", "trtllm"):
+        for model in sorted({r.model for r in static if r.backend == backend}):
+            for tp in sorted({r.tp for r in static if r.backend == backend and r.model == model}):
+                yield (
+                    backend,
+                    model,
+                    tp,
+                    [r for r in static if (r.backend, r.model, r.tp) == (backend, model, tp)],
+                )
+
+
 def _static_step_floor(
     h100: Accelerator, shapes: dict[str, ModelShape], static: Sequence[StaticMeasurement]
 ) -> None:
@@ -1256,38 +1266,30 @@ def _static_step_floor(
         "as 1 / tp, while the rest of the measured time per output token (whole-batch latency "
         "÷ output tokens, median over the lengths; dense models) does not shrink, and for vLLM "
         "grows. The spec sheet with the engine priors, which the 2025–26 serving runs match "
-        "(ratios above), leaves a roughly constant part of that rest unexplained in these 2024 "
-        "releases, a larger share of a step the smaller the step."
+        "(ratios above), leaves a part of that rest unexplained in these 2024 releases, and "
+        "the part grows with TP."
     )
     out()
     rows: list[list[str]] = []
-    for backend in ("vllm", "trtllm"):
-        for model in sorted({r.model for r in static if r.backend == backend}):
-            if shapes[model].is_moe:
-                continue
-            for tp in sorted({r.tp for r in static if r.backend == backend and r.model == model}):
-                ones = [
-                    r
-                    for r in static
-                    if (r.backend, r.model, r.tp, r.batch_size) == (backend, model, tp, 1)
-                ]
-                if not ones:
-                    continue
-                spec = predict_runs(ones, h100, shapes, spec_sheet(h100, ones)).predicted
-                tokens = np.array([r.output_tokens for r in ones], dtype=float)
-                measured_ms = float(np.median([r.latency_ms for r in ones] / tokens))
-                spec_ms = float(np.median(spec / tokens))
-                weights = weight_bytes_per_gpu(shapes[model], Precision(), Parallelism(tp=tp))
-                weight_ms = weights.total_bytes / h100.memory_bandwidth_bytes_s * 1e3
-                rows.append(
-                    [
-                        f"{backend} · {model} · tp{tp}",
-                        f"{measured_ms:.2f}",
-                        f"{spec_ms:.2f}",
-                        f"{weight_ms:.2f}",
-                        f"{measured_ms - spec_ms:.2f}",
-                    ]
-                )
+    for backend, model, tp, mine in _static_groups(static):
+        ones = [r for r in mine if r.batch_size == 1]
+        if shapes[model].is_moe or not ones:
+            continue
+        spec = predict_runs(ones, h100, shapes, spec_sheet(h100, ones)).predicted
+        tokens = np.array([r.output_tokens for r in ones], dtype=float)
+        measured_ms = float(np.median([r.latency_ms for r in ones] / tokens))
+        spec_ms = float(np.median(spec / tokens))
+        weights = weight_bytes_per_gpu(shapes[model], Precision(), Parallelism(tp=tp))
+        weight_ms = weights.total_bytes / h100.memory_bandwidth_bytes_s * 1e3
+        rows.append(
+            [
+                f"{backend} · {model} · tp{tp}",
+                f"{measured_ms:.2f}",
+                f"{spec_ms:.2f}",
+                f"{weight_ms:.2f}",
+                f"{measured_ms - spec_ms:.2f}",
+            ]
+        )
     table(
         [
             "static · backend · model · tp",
