@@ -113,7 +113,9 @@ def _number_or_array(value: npt.ArrayLike) -> float | FloatArray:
     return as_array(value)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen slots dataclass sets each field through object.__setattr__ (~4x the
+# construction cost), and a single estimate builds dozens of these. Treat them as immutable.
+@dataclass(slots=True)
 class KernelCost:
     """Work and time of one or more kernels; every field broadcasts over batch sizes."""
 

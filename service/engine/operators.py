@@ -90,7 +90,7 @@ class AttentionGroup:
         return self.sequences, self.new_tokens, self.past_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as ``KernelCost`` (construction cost)
 class OperatorRow:
     """One operator of a step: work and time per GPU, summed over the layers that run it."""
 
@@ -122,7 +122,7 @@ class OperatorRow:
         return self.cost.bound
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as ``KernelCost`` (construction cost)
 class StepCost:
     """All operators of one step plus fixed per-layer and per-step overheads."""
 
