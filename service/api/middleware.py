@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.early_auth import EarlyAuth
 from service.api.input_guard import NUL_MESSAGE, body_problem, nul_in_path, nul_query_field
+from service.api.logs import log_info
 from service.api.metrics import RequestMetrics
 from service.api.problems import (
     DATABASE_RETRY_AFTER_S,
@@ -239,17 +240,16 @@ class RequestContextMiddleware:
             elapsed_s = time.perf_counter() - start
             route = _route_template(scope)
             self.metrics.observe(route, scope["method"], status, elapsed_s)
-            self.logger.info(
+            log_info(
+                self.logger,
                 "request",
-                extra={
-                    "fields": {
-                        "request_id": request_id,
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "route": route,
-                        "status": status,
-                        "duration_ms": round(elapsed_s * 1000, 3),
-                    }
+                {
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed_s * 1000, 3),
                 },
             )
 

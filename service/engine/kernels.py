@@ -113,7 +113,9 @@ def _number_or_array(value: npt.ArrayLike) -> float | FloatArray:
     return as_array(value)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen slots dataclass sets each field through object.__setattr__ (~4x the
+# construction cost), and a single estimate builds dozens of these. Treat them as immutable.
+@dataclass(slots=True)
 class KernelCost:
     """Work and time of one or more kernels; every field broadcasts over batch sizes."""
 
@@ -157,9 +159,11 @@ def bound_of(
 ) -> npt.NDArray[np.str_]:
     """Name the largest of three time terms, elementwise (a str on three floats)."""
     if is_scalar(compute_s) and is_scalar(memory_s) and is_scalar(communication_s):
+        # A plain str, no cast: ``cast(npt.NDArray[np.str_], ...)`` subscripts the generic at
+        # run time (~5 us, more than the rest of the function).
         label = "compute" if compute_s >= memory_s else "memory"
         top = maximum(compute_s, memory_s)
-        return cast(npt.NDArray[np.str_], "communication" if communication_s > top else label)
+        return "communication" if communication_s > top else label  # type: ignore[return-value]
     compute_s, memory_s, communication_s = np.broadcast_arrays(compute_s, memory_s, communication_s)
     out = np.where(compute_s >= memory_s, "compute", "memory")
     return np.where(communication_s > np.maximum(compute_s, memory_s), "communication", out)

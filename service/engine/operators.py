@@ -90,7 +90,7 @@ class AttentionGroup:
         return self.sequences, self.new_tokens, self.past_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as ``KernelCost`` (construction cost)
 class OperatorRow:
     """One operator of a step: work and time per GPU, summed over the layers that run it."""
 
@@ -122,7 +122,7 @@ class OperatorRow:
         return self.cost.bound
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as ``KernelCost`` (construction cost)
 class StepCost:
     """All operators of one step plus fixed per-layer and per-step overheads."""
 
@@ -276,6 +276,7 @@ class _StepBuilder:
         phase: str,
         groups: Sequence[AttentionGroup],
         identical_sequences: bool = False,
+        gemm_rates: dict[tuple[str, bool], GemmRates] | None = None,
     ) -> None:
         self.model, self.acc, self.prec, self.par, self.params = (
             model,
@@ -313,7 +314,22 @@ class _StepBuilder:
         self.logit_rows = sum((g.sequences for g in self.groups), self._zeros())
         self.rows: list[OperatorRow] = []
         self.tp = float(parallelism.tp)
-        self.rates: dict[str, GemmRates] = {}  # per compute dtype, looked up once per step
+        # (compute dtype, weight bytes, activation bytes) of quantized and unquantized GEMMs.
+        self.gemm_terms = {
+            True: (
+                precision.compute_dtype,
+                precision.weight_bytes_per_element,
+                precision.activation_bytes_per_element,
+            ),
+            False: (
+                precision.unquantized_dtype,
+                precision.unquantized_bytes_per_element,
+                precision.unquantized_bytes_per_element,
+            ),
+        }
+        # GEMM rates per (compute dtype, with launch latency), looked up once; steps costed for
+        # the same accelerator and parameters may share this dict.
+        self.gemm_rates = {} if gemm_rates is None else gemm_rates
 
     def _zeros(self) -> FloatArray:
         return cast(FloatArray, 0.0) if self.scalar else np.zeros(self.shape)
@@ -322,31 +338,29 @@ class _StepBuilder:
         z = self._zeros()
         return KernelCost(z, z, z, z, z, z)
 
-    def gemm(self, m: FloatArray, n: float, k: float, *, quantized: bool = True) -> KernelCost:
-        prec = self.prec
-        dtype = prec.compute_dtype if quantized else prec.unquantized_dtype
+    def gemm(
+        self, m: FloatArray, n: float, k: float, *, quantized: bool = True, launch: bool = True
+    ) -> KernelCost:
+        """Cost one GEMM of this step; ``launch=False`` leaves out its launch latency (the MoE
+        experts' fused kernels, launched once per matrix for all experts)."""
+        dtype, weight_bytes, activation_bytes = self.gemm_terms[quantized]
         return gemm_cost(
             m,
             n,
             k,
             compute_dtype=dtype,
-            weight_bytes_per_element=(
-                prec.weight_bytes_per_element if quantized else prec.unquantized_bytes_per_element
-            ),
-            activation_bytes_per_element=(
-                prec.activation_bytes_per_element
-                if quantized
-                else prec.unquantized_bytes_per_element
-            ),
+            weight_bytes_per_element=weight_bytes,
+            activation_bytes_per_element=activation_bytes,
             accelerator=self.acc,
             params=self.params,
-            rates=self._rates(dtype),
+            rates=self._gemm_rates_at(dtype, launch),
         )
 
-    def _rates(self, dtype: str) -> GemmRates:
-        rates = self.rates.get(dtype)
+    def _gemm_rates_at(self, dtype: str, launch: bool) -> GemmRates:
+        rates = self.gemm_rates.get((dtype, launch))
         if rates is None:
-            rates = self.rates[dtype] = GemmRates.of(dtype, self.acc, self.params)
+            params = self.params if launch else _without_gemm_launch(self.params)
+            rates = self.gemm_rates[dtype, launch] = GemmRates.of(dtype, self.acc, params)
         return rates
 
     def add(self, name: str, kind: str, cost: KernelCost) -> None:
@@ -548,11 +562,10 @@ class _StepBuilder:
         # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
         # kernel per matrix.
         width = m.moe_intermediate_size * self.par.ep / self.par.moe_group_gpus
-        no_launch = _without_gemm_launch(self.params)
         d = m.hidden_size
         up = 2.0 * width if m.ffn_type == "glu" else width
-        one = self._gemm_with(no_launch, rows_per_expert, up, d) + self._gemm_with(
-            no_launch, rows_per_expert, d, width
+        one = self.gemm(rows_per_expert, up, d, launch=False) + self.gemm(
+            rows_per_expert, d, width, launch=False
         )
         # The busiest GPU holds ceil(E / ep) experts: that share of the touched ones.
         experts = one.scaled(touched * (self.par.experts_per_gpu(m) / m.num_experts))
@@ -565,18 +578,6 @@ class _StepBuilder:
             shared_width = m.shared_expert_intermediate_size or m.moe_intermediate_size
             cost = self._mlp(self.tokens, m.num_shared_experts * shared_width / self.tp)
             self.add("shared_experts", GEMM, cost.scaled(layers))
-
-    def _gemm_with(self, params: EfficiencyParams, m: FloatArray, n: float, k: float) -> KernelCost:
-        return gemm_cost(
-            m,
-            n,
-            k,
-            compute_dtype=self.prec.compute_dtype,
-            weight_bytes_per_element=self.prec.weight_bytes_per_element,
-            activation_bytes_per_element=self.prec.activation_bytes_per_element,
-            accelerator=self.acc,
-            params=params,
-        )
 
     def lm_head(self) -> None:
         m = self.model
@@ -705,19 +706,22 @@ def _one_point(
     phase: str,
     identical_sequences: bool,
     shape: tuple[int, ...],
+    gemm_rates: dict[tuple[str, bool], GemmRates] | None = None,
 ) -> StepCost | None:
     """Cost a one-point step on floats (same formulas, no numpy calls), as arrays of ``shape``.
 
     None where floats cannot stand in for arrays: an accelerator stack, or a division by zero
     or overflow that numpy would turn into inf or NaN (the caller then runs the array path).
+    ``gemm_rates``: the GEMM rates of steps on the same accelerator and parameters, shared.
     """
     if isinstance(accelerator, AcceleratorStack) or not groups:
         return None
     floats = [g.as_floats() for g in groups]
     try:
         step = _StepBuilder(
-            model, accelerator, precision, parallelism, params, phase, floats, identical_sequences
-        ).build()
+            model, accelerator, precision, parallelism, params, phase, floats,
+            identical_sequences, gemm_rates,
+        ).build()  # fmt: skip
         return step.at_points(shape)
     except (ZeroDivisionError, OverflowError):
         return None
@@ -772,6 +776,7 @@ def step_costs(
     exactly nothing), so the per-operator Python work is paid once instead of once per step.
     """
     if points == 1:
+        gemm_rates: dict[tuple[str, bool], GemmRates] = {}
         ones = [
             _one_point(
                 model,
@@ -783,6 +788,7 @@ def step_costs(
                 phase,
                 identical_sequences,
                 (1,),
+                gemm_rates,
             )
             for phase, groups in steps
         ]
