@@ -90,6 +90,17 @@ class EfficiencyParams:
     # first fitted per step), so the count it scales with is layers × sequences. The vLLM and
     # TensorRT-LLM priors take those fits (calibration/priors.py has the values).
     sequence_layer_overhead_us: float = 0.0
+    # Running sequences up to which a step pays the two per-sequence terms above in full; the
+    # n-th sequence beyond it costs full_batch / n of one within it (half per doubling, the rule
+    # calibration/reach.py applies beyond a parameter's evidence), so R > full_batch sequences
+    # cost as many as full_batch · (1 + ln(R / full_batch)) (``operators.charged_sequences``).
+    # Prior 128: the largest concurrency at which the shipped H100 serving runs measure the
+    # per-sequence cost (benchmarks/data/h100/serving_*.csv; one Qwen3-32B set reaches 224).
+    # Within that range the per-sequence cost the runs imply already falls from concurrency
+    # 17–32 to 65–128 (TensorRT-LLM 1.35 → 0.67 and 2.75 → 1.96 µs; gpt-oss-120b on vLLM; flat on
+    # Qwen3-32B on vLLM), and the runs above 128 imply none (benchmarks/results/accuracy.md,
+    # section 7b). Not fitted.
+    sequence_overhead_full_batch: float = 128.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8
     # (benchmarks/data/h100/nccl.csv).
@@ -197,6 +208,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "step_overhead_us": (0.0, 100_000.0),
     "sequence_overhead_us": (0.0, 1000.0),
     "sequence_layer_overhead_us": (0.0, 100.0),
+    "sequence_overhead_full_batch": (1.0, 1_000_000.0),
     "collective_latency_us": (0.0, 1000.0),
     "collective_hop_latency_us": (0.0, 100.0),
     "collective_bandwidth_efficiency": (0.05, 2.0),

@@ -9,6 +9,7 @@ batch, which interleaving does not shorten (``Parallelism.pipeline_bubble_fracti
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -662,11 +663,29 @@ class _StepBuilder:
         layers = self.model.num_layers
         fixed_us = layers * p.layer_overhead_us + p.step_overhead_us
         per_sequence_us = p.sequence_overhead_us + layers * p.sequence_layer_overhead_us
-        overhead_us = fixed_us + self.logit_rows * per_sequence_us
+        charged = charged_sequences(self.logit_rows, p.sequence_overhead_full_batch)
+        overhead_us = fixed_us + charged * per_sequence_us
         overhead = where(self.tokens > 0, overhead_us * 1e-6, 0.0)
         if self.scalar:
             return StepCost.of(self.phase, self.rows, overhead)
         return StepCost.of(self.phase, self.rows, spread(overhead, self.shape))
+
+
+def charged_sequences(sequences: FloatArray, full_batch: float) -> FloatArray:
+    """Sequences whose per-sequence overhead a step pays: all up to ``full_batch``, then fewer.
+
+    The n-th sequence beyond ``full_batch`` costs full_batch / n of one within it, so R of them
+    cost as many as full_batch · (1 + ln(R / full_batch)) (efficiency.py,
+    ``sequence_overhead_full_batch``).
+    """
+    if is_scalar(sequences):
+        rows = float(sequences)
+        if rows <= full_batch:
+            return sequences
+        return full_batch * (1.0 + math.log(rows / full_batch))  # type: ignore[return-value]
+    rows_array = np.asarray(sequences, dtype=np.float64)
+    beyond = np.maximum(rows_array, full_batch) / full_batch
+    return np.where(rows_array <= full_batch, rows_array, full_batch * (1.0 + np.log(beyond)))
 
 
 @lru_cache(maxsize=256)

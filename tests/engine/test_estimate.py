@@ -181,7 +181,10 @@ def test_precision_compute_dtype() -> None:
 def test_sequence_overhead_scales_with_the_running_batch(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:
-    per_sequence = DEFAULT_EFFICIENCY.replace(sequence_overhead_us=100.0)
+    # every sequence charged in full (the knee far beyond these batches; see the next tests)
+    per_sequence = DEFAULT_EFFICIENCY.replace(
+        sequence_overhead_us=100.0, sequence_overhead_full_batch=1e6
+    )
     kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": BATCHES}
     plain = estimate(llama8b, h100, **kwargs)  # type: ignore[arg-type]
     slowed = estimate(llama8b, h100, params=per_sequence, **kwargs)  # type: ignore[arg-type]
@@ -202,15 +205,43 @@ def test_sequence_layer_overhead_scales_with_sequences_times_layers(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:
     per_layer = DEFAULT_EFFICIENCY.replace(sequence_layer_overhead_us=0.5)
-    kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": BATCHES}
+    batches = np.array([1.0, 8.0, 64.0, 128.0])  # up to the default full batch (128)
+    kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": batches}
     plain = estimate(llama8b, h100, **kwargs)  # type: ignore[arg-type]
     slowed = estimate(llama8b, h100, params=per_layer, **kwargs)  # type: ignore[arg-type]
-    expected_ms = BATCHES * llama8b.num_layers * 0.5e-3
+    expected_ms = batches * llama8b.num_layers * 0.5e-3
     np.testing.assert_allclose(slowed.tpot_ms - plain.tpot_ms, expected_ms)
     half = dataclasses.replace(llama8b, num_layers=llama8b.num_layers // 2)
     plain_half = estimate(half, h100, **kwargs)  # type: ignore[arg-type]
     slowed_half = estimate(half, h100, params=per_layer, **kwargs)  # type: ignore[arg-type]
     np.testing.assert_allclose(slowed_half.tpot_ms - plain_half.tpot_ms, expected_ms / 2)
+
+
+def test_sequence_overhead_beyond_full_batch_grows_by_log(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    # static batches on both sides of a 64-sequence knee: 1.0 µs per sequence per layer
+    batches = np.array([32.0, 64.0, 256.0, 1024.0])
+    kwargs = {"input_tokens": 128, "output_tokens": 128, "batch_sizes": batches}
+    knee = DEFAULT_EFFICIENCY.replace(sequence_overhead_full_batch=64.0)
+    plain = estimate(llama8b, h100, params=knee, **kwargs)  # type: ignore[arg-type]
+    slowed = estimate(  # type: ignore[arg-type]
+        llama8b, h100, params=knee.replace(sequence_layer_overhead_us=1.0), **kwargs
+    )
+    charged = np.array([32.0, 64.0, 64.0 * (1 + np.log(4.0)), 64.0 * (1 + np.log(16.0))])
+    np.testing.assert_allclose(
+        slowed.tpot_ms - plain.tpot_ms, charged * llama8b.num_layers * 1e-3, rtol=1e-9
+    )
+    # one request costs the same as through the one-point path
+    single = estimate(  # type: ignore[arg-type]
+        llama8b,
+        h100,
+        params=knee.replace(sequence_layer_overhead_us=1.0),
+        input_tokens=128,
+        output_tokens=128,
+        batch_sizes=[1024.0],
+    )
+    assert single.tpot_ms[0] == pytest.approx(slowed.tpot_ms[-1], rel=1e-12)
 
 
 def test_prefill_queue_share_waits_behind_other_prompts(
