@@ -1689,7 +1689,11 @@ ISSUE_11_NOTES = (
     "14.9%), groups within 72–88% 17 → 18 (gpt-oss-120b ≤ 32 → ≥ 64 TPOT 71 → 76%). Tried "
     "and reverted after seeing the tables: the knee at 32, where the TensorRT-LLM rows of 7b "
     "start to fall: concurrency ≤ 32 → ≥ 64 TPOT 9.0 → 8.6% but vLLM (backend, tp) TPOT "
-    "2.7 → 3.7%, SGLang 4.8 → 5.5%, leave-model-out TTFT 26.9 → 27.8%. "
+    "2.7 → 3.7%, SGLang 4.8 → 5.5%, leave-model-out TTFT 26.9 → 27.8%; and the knee at "
+    "each profile's own largest fitted concurrency (the reach rule: evidence ends there): "
+    "concurrency ≤ 32 → ≥ 64 Llama-3.1-8B TPOT 11.5 → 5.9%, Qwen3-32B on TensorRT-LLM "
+    "11.2 → 9.3%, but Qwen3-32B on vLLM 6.1 → 9.9%, SGLang 5.1 → 9.6%, gpt-oss-120b 27.4 → "
+    "29.1%, pooled 9.0 → 9.5% and 8 FAIL cells instead of 6. "
     "Splits and the data were not changed after seeing results."
 )
 
