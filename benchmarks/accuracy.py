@@ -1144,6 +1144,7 @@ def sequence_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs
     )
     out()
     linear = DEFAULT_EFFICIENCY.replace(sequence_overhead_full_batch=1e6)
+    bins = list(itertools.pairwise((0, *CONCURRENCY_BINS)))
     rows: list[list[str]] = []
     for model, backend in sorted({(r.model, r.backend) for r in runs}):
         mine = [r for r in runs if (r.model, r.backend) == (model, backend) and r.tpot_ms]
@@ -1158,17 +1159,14 @@ def sequence_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs
         implied = (measured - zero) / (one - zero)
         concurrency = np.array([mine[i].concurrency for i in at[0].run[tpot]])
         cells = []
-        for low, top in itertools.pairwise((0, *CONCURRENCY_BINS)):
+        for low, top in bins:
             chosen = (concurrency > low) & (concurrency <= top)
             cells.append(f"{np.median(implied[chosen]):.2f}" if chosen.any() else "–")
         beyond = concurrency > CONCURRENCY_BINS[-1]
         count = int(beyond.sum())
         cells.append(f"{np.median(implied[beyond]):.2f} ({count})" if count else "–")
         rows.append([f"{model} · {backend}", str(len(mine)), *cells])
-    labels = [
-        f"{low + 1}–{top}" if low else f"≤ {top}"
-        for low, top in itertools.pairwise((0, *CONCURRENCY_BINS))
-    ]
+    labels = [f"{low + 1}–{top}" if low else f"≤ {top}" for low, top in bins]
     header = ["data set", "runs", *labels, f"> {CONCURRENCY_BINS[-1]} (runs)"]
     table(header, rows)
     out()
@@ -1204,12 +1202,12 @@ def prompt_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: 
             "mode": "static",
             "params": params,
         }
-        decode = estimate(shapes[r.model], h100, batch_sizes=[r.concurrency], **common)
-        alone = estimate(shapes[r.model], h100, batch_sizes=[1], **common)
+        # batch 1: one prompt's prefill alone; batch R: the decode-only step
+        static = estimate(shapes[r.model], h100, batch_sizes=[1, r.concurrency], **common)
         behind = (1.0 - params.prefill_queue_share) * (r.concurrency - 1)
-        per_prompt_ms = (r.tpot_ms - decode.tpot_ms[0]) * (r.output_tokens - 1) / behind
+        per_prompt_ms = (r.tpot_ms - static.tpot_ms[1]) * (r.output_tokens - 1) / behind
         key = (r.model, r.backend, r.tp, precision.weights)
-        ratios.setdefault(key, []).append(per_prompt_ms / alone.ttft_ms[0])
+        ratios.setdefault(key, []).append(per_prompt_ms / static.ttft_ms[0])
     rows = [
         [
             f"{model} · {backend} · tp{tp} · {weights}",

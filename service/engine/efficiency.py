@@ -96,10 +96,8 @@ class EfficiencyParams:
     # cost as many as full_batch · (1 + ln(R / full_batch)) (``operators.charged_sequences``).
     # Prior 128: the largest concurrency at which the shipped H100 serving runs measure the
     # per-sequence cost (benchmarks/data/h100/serving_*.csv; one Qwen3-32B set reaches 224).
-    # Within that range the per-sequence cost the runs imply already falls from concurrency
-    # 17–32 to 65–128 (TensorRT-LLM 1.35 → 0.67 and 2.75 → 1.96 µs; gpt-oss-120b on vLLM; flat on
-    # Qwen3-32B on vLLM), and the runs above 128 imply none (benchmarks/results/accuracy.md,
-    # section 7b). Not fitted.
+    # The cost the runs imply per sequence already falls with load within that range and is
+    # about none above it (benchmarks/results/accuracy.md, section 7b). Not fitted.
     sequence_overhead_full_batch: float = 128.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8
