@@ -104,7 +104,19 @@ def test_extrapolation_lists_what_lies_outside() -> None:
     np.testing.assert_allclose(amounts["concurrency_above"], [0.0, 0.0, 2.0])
     assert amounts["gpus_above"] == pytest.approx(1.0)
     assert "gpus_below" not in amounts and "concurrency" not in amounts
-    assert amounts["model"] == 1.0
+    # an MoE model beside dense fitted ones widens by the other-kind spread alone
+    assert amounts["model_kind"] == 1.0 and "model" not in amounts
+    dense = replace(MODELS["llama-2-70b"], id="dense-x")
+    same_kind = extrapolation_amounts(
+        domain,
+        extrapolation(domain, **{**serving_far, "model": dense}),  # type: ignore[arg-type]
+        mode="serving",
+        batch_sizes=np.array([8.0]),
+        input_tokens=1024.0,
+        output_tokens=128.0,
+        gpus=8.0,
+    )
+    assert same_kind["model"] == 1.0 and "model_kind" not in same_kind
 
 
 def test_spread_sigma_adds_kinds_in_quadrature_per_doubling() -> None:
@@ -268,3 +280,16 @@ def test_domain_records_backend_versions_and_load_patterns() -> None:
         k: v for k, v in domain.to_dict().items() if k not in ("backend_versions", "load_patterns")
     }
     assert Domain.from_dict(old).backend_versions == ()
+
+
+def test_leaving_out_the_only_model_of_its_kind_measures_the_model_kind_spread() -> None:
+    from service.engine.calibration.extrapolation_cv import _folds
+
+    runs = _serving(0.0, 0)
+    same = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "dense"})
+    assert len(same["model"]) == 2 and "model_kind" not in same
+    # each model is the only one of its kind: both held-out folds cross kinds
+    mixed = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "moe"})
+    assert len(mixed["model_kind"]) == 2 and "model" not in mixed
+    held = {runs[int(i)].model for _, test, _ in mixed["model_kind"] for i in test}
+    assert held == {"llama-3-8b", "qwen3-32b"}

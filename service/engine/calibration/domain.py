@@ -26,12 +26,14 @@ from service.engine.efficiency import dtype_group
 from service.engine.shapes import ModelShape
 
 Run = StaticMeasurement | ServingMeasurement
+# Kinds that apply whole once a request is outside (numeric kinds apply per doubling).
+WHOLE_KINDS = ("model", "model_kind", "mode", "backend")
 # Numeric dimensions and the request feature each is checked against.
 NUMERIC = ("batch_size", "concurrency", "input_tokens", "output_tokens", "gpus", "layers")
-# Which widening kind (intervals.EXTRAPOLATION_KINDS) each dimension belongs to.
+# Which widening kind (a key of intervals.DEFAULT_SPREADS) each dimension belongs to.
 KIND_OF: Mapping[str, str] = {
     "model": "model",
-    "model_kind": "model",
+    "model_kind": "model_kind",
     "layers": "model",
     "hidden_size": "model",
     "precision": "model",
@@ -333,6 +335,10 @@ def extrapolation_amounts(
     if "gpus" in dims:
         add("gpus", *(float(a) for a in doublings_below_above(domain, "gpus", gpus)))
     for e in found:
-        if e.kind in ("model", "mode", "backend"):
+        if e.kind in WHOLE_KINDS:
             out[e.kind] = 1.0
+    if "model_kind" in out:
+        # measured on held-out models of another kind (dense, MoE, MLA) than any fitted one:
+        # that spread is the whole model extrapolation, not an addition to the same-kind one
+        out.pop("model", None)
     return out

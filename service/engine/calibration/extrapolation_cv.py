@@ -5,7 +5,8 @@ domain of the rest (same models, same ranges), so its residuals size intervals f
 interpolation. Here each kind of extrapolation that ``domain.extrapolation`` can report is
 re-enacted on the profile's own runs, where they allow it:
 
-- ``model``: leave one model out (two or more models);
+- ``model``: leave one model out (two or more models), where a fitted model is of the same
+  kind (dense, MoE, MLA: ``domain.model_kind``); ``model_kind`` where none is;
 - ``mode``: fit the static runs, predict the serving runs, and the reverse (both present);
 - ``concurrency``, ``length``, ``gpus``: fit the runs at or below the median batch size or
   concurrency (prompt + output tokens; GPU count) and predict those above (the kind
@@ -67,12 +68,15 @@ def _numeric_folds(values: NDArray[np.float64]) -> dict[str, Fold]:
     return folds
 
 
-def _folds(runs: Sequence[Run]) -> dict[str, list[Fold]]:
+def _folds(runs: Sequence[Run], kinds: Mapping[str, str]) -> dict[str, list[Fold]]:
     out: dict[str, list[Fold]] = {}
     idx = np.arange(len(runs))
     models = np.array([r.model for r in runs])
     if len(set(models.tolist())) >= 2:
-        out["model"] = [(idx[models != m], idx[models == m], None) for m in np.unique(models)]
+        for m in np.unique(models):
+            fitted_kinds = {kinds.get(str(other)) for other in np.unique(models[models != m])}
+            kind = "model" if kinds.get(str(m)) in fitted_kinds else "model_kind"
+            out.setdefault(kind, []).append((idx[models != m], idx[models == m], None))
     static = np.array([isinstance(r, StaticMeasurement) for r in runs])
     if static.any() and not static.all():
         out["mode"] = [(idx[static], idx[~static], None), (idx[~static], idx[static], None)]
@@ -88,13 +92,15 @@ def extrapolation_spreads(
     prepared: e2e.Prepared,
     in_domain: Mapping[str, NDArray[np.float64]],
     priors: Mapping[str, Prior],
+    kinds: Mapping[str, str],
 ) -> dict[str, dict[str, ExtrapolationSpread]]:
     """Measured extra log-spread per metric and extrapolation kind (see the module doc).
 
     ``prepared`` is what ``end_to_end.fit_end_to_end`` handed on (predictor, response, start
-    values); ``in_domain`` the ordinary cross-validated residuals per metric.
+    values); ``in_domain`` the ordinary cross-validated residuals per metric; ``kinds`` each
+    run model's kind (``domain.model_kind``).
     """
-    folds = _folds(runs)
+    folds = _folds(runs, kinds)
     if not folds or not prepared:
         return {}
     predictor: RunPredictor = prepared["predictor"]

@@ -595,7 +595,8 @@ def fit(
         ranges = e2e.feature_ranges(known)
         domain = Domain.of_runs(known, models, accelerator.id)
         if cross_validate:
-            spreads = extrapolation_spreads(known, prepared, e2e_residuals, priors)
+            kinds = {m.id: m.kind for m in domain.models}
+            spreads = extrapolation_spreads(known, prepared, e2e_residuals, priors, kinds)
     return CalibrationResult(
         accelerator=accelerator.id,
         efficiency=EfficiencyParams.from_dict(values),

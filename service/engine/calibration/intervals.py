@@ -142,17 +142,19 @@ def spread_sigma(
 # it (one model, one mode, ...): what benchmarks/accuracy.py measures on the shipped data
 # (accuracy.md section 11a: the held-out residuals of every group of a kind pooled into one
 # band against their training fits' pooled in-domain residuals, ``extra_spread``, the
-# statistic ``extrapolation_cv`` uses inside a profile; model from the
-# leave-one-model-out protocols, backend from its group fitted on other engines (one group),
-# mode from static <-> serving, concurrency and GPU count per doubling from the
-# concurrency-range and hold-out-TP protocols).
+# statistic ``extrapolation_cv`` uses inside a profile; model from the leave-one-model-out
+# protocols (model_kind from those whose held-out model is of a kind, dense, MoE or MLA, that
+# no fitted model is), backend from its group fitted on other engines (one group), mode from
+# static <-> serving, concurrency and GPU count per doubling from the concurrency-range and
+# hold-out-TP protocols).
 def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread:
     return ExtrapolationSpread(log_sigma, per_doubling, 0)
 
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.055),
+        "model": _spread(0.0),
+        "model_kind": _spread(0.131),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
         "concurrency_above": _spread(0.095, per_doubling=True),
@@ -161,7 +163,8 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "gpus_below": _spread(0.147, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(0.435),
+        "model": _spread(0.343),
+        "model_kind": _spread(0.613),
         "backend": _spread(0.0),
         "mode": _spread(2.075),
         "concurrency_above": _spread(0.228, per_doubling=True),
@@ -169,7 +172,11 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "gpus_above": _spread(0.0, per_doubling=True),
         "gpus_below": _spread(0.090, per_doubling=True),
     },
-    "static.latency_ms": {"model": _spread(0.006), "mode": _spread(0.227)},
+    "static.latency_ms": {
+        "model": _spread(0.005),
+        "model_kind": _spread(0.151),
+        "mode": _spread(0.227),
+    },
 }
 
 
