@@ -99,6 +99,15 @@ class EfficiencyParams:
     # The cost the runs imply per sequence already falls with load within that range and is
     # about none above it (benchmarks/results/accuracy.md, section 7b). Not fitted.
     sequence_overhead_full_batch: float = 128.0
+    # Host time to launch one decoder layer's kernels in a step that runs outside a CUDA graph.
+    # TensorRT-LLM's PyTorch backend replays CUDA graphs for generation-only iterations and runs
+    # context and mixed context+generation iterations eagerly unless piecewise CUDA graphs are
+    # switched on (TensorRT-LLM docs, "Torch Compile & Piecewise CUDA Graph"), so a serving step
+    # that carries a prompt chunk lasts at least layers · this, however little GPU work it
+    # holds (serving.py). vLLM V1 captures piecewise graphs for mixed batches by default. Generic
+    # prior 0; per-engine priors, and their evidence, in calibration/priors.py; fitted on
+    # serving runs.
+    eager_layer_launch_us: float = 0.0
     # Collective latency = collective_latency_us + hops · collective_hop_latency_us; NCCL small
     # messages on H100 NVLink: all_reduce 6.3 µs at 2 GPUs, 15.5 µs at 8
     # (benchmarks/data/h100/nccl.csv).
@@ -207,6 +216,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "sequence_overhead_us": (0.0, 1000.0),
     "sequence_layer_overhead_us": (0.0, 100.0),
     "sequence_overhead_full_batch": (1.0, 1_000_000.0),
+    "eager_layer_launch_us": (0.0, 100_000.0),
     "collective_latency_us": (0.0, 1000.0),
     "collective_hop_latency_us": (0.0, 100.0),
     "collective_bandwidth_efficiency": (0.05, 2.0),

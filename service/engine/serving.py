@@ -66,7 +66,9 @@ def serving_state(
       n + S_out − 1 steps), else that rate. Each prompt adds ``prompt_s`` = n · (that step −
       the decode-only step) / (chunks in the step) to the steps it runs in. Engines that run
       prompts in prefill-only batches and pause decoding meanwhile (SGLang's default) add about
-      the same time.
+      the same time. An engine that launches steps carrying prompt tokens outside CUDA graphs
+      (TensorRT-LLM by default) makes such a step last at least the host's launch time,
+      layers · ``eager_layer_launch_us``, plus its host overheads.
     - Per cycle of one slot (arrival to last token) each of the other R − 1 slots prefills one
       prompt. A share q = ``prefill_queue_share`` of them runs before the new request's first
       token (in its TTFT); the rest, (1 − q)·(R − 1), runs while it decodes, in its S_out − 1
@@ -110,7 +112,9 @@ def serving_state(
         params=params,
     )
     decode_s = decode_only.point_time_s
-    prompt_s = chunks * maximum(mixed.point_time_s - decode_s, 0.0) / per_step
+    layers_per_stage = model.num_layers / parallelism.pp
+    mixed_s = _launched_eagerly(mixed, layers_per_stage * params.eager_layer_launch_us * 1e-6)
+    prompt_s = chunks * maximum(mixed_s - decode_s, 0.0) / per_step
     others = maximum(running - 1.0, 0.0)
     share = params.prefill_queue_share
     # the other prompts of the cycle that run while this request decodes
@@ -140,6 +144,15 @@ def serving_state(
         requests_per_s=running / service,
         prefill_time_share=_share(running * prompt_s / busy_s),
     )
+
+
+def _launched_eagerly(step: StepCost, launch_s: float) -> FloatArray:
+    """A step's time when its kernels are launched one by one, outside a CUDA graph: the GPU
+    runs them no faster than the host issues them, so they take at least ``launch_s``; the host
+    overheads come on top as in any step (efficiency.py, ``eager_layer_launch_us``)."""
+    point = step.floats if step.floats is not None else step
+    kernels_s = point.time_s - point.overhead_s
+    return point.time_s + maximum(launch_s - kernels_s, 0.0)
 
 
 def _share(value: FloatArray) -> FloatArray:

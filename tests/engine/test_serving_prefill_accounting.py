@@ -104,3 +104,24 @@ def test_short_answers_pack_prompts_into_shared_steps(
     fitting = r.requests_per_s[r.fits]
     assert fitting.size >= 3
     assert np.all(np.diff(fitting) >= 0)
+
+
+def test_a_step_carrying_a_prompt_lasts_at_least_the_eager_launch_time(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """Launched outside a CUDA graph, a mixed step takes layers · eager_layer_launch_us plus its
+    host overheads when its kernels take less; decode-only steps and long prompts keep theirs."""
+    eager = DEFAULT_EFFICIENCY.replace(eager_layer_launch_us=500.0)
+    floor_s = llama8b.num_layers * 500e-6
+    short, short_eager = _state(llama8b, h100, 128, 256), _state(llama8b, h100, 128, 256, eager)
+    np.testing.assert_allclose(short_eager.decode_only.time_s, short.decode_only.time_s)
+    mixed = short.mixed_step
+    kernels_s = mixed.time_s - mixed.overhead_s
+    assert np.all(kernels_s < floor_s)  # 128 new tokens run in far less than 16 ms
+    per_step = np.maximum(CONCURRENCY / 256.0, 1.0)  # one chunk each, over 256 steps
+    expected = (mixed.overhead_s + floor_s - short.decode_only.time_s) / per_step
+    np.testing.assert_allclose(short_eager.prompt_s, expected, rtol=1e-12)
+    assert np.all(short_eager.tpot_s[1:] > short.tpot_s[1:])
+    long, long_eager = _state(llama8b, h100, 8192, 256), _state(llama8b, h100, 8192, 256, eager)
+    assert np.all(long.mixed_step.time_s - long.mixed_step.overhead_s > floor_s)
+    np.testing.assert_allclose(long_eager.prompt_s, long.prompt_s, rtol=1e-12)

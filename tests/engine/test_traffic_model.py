@@ -331,3 +331,32 @@ def test_goodput_never_exceeds_what_the_full_queue_sustains() -> None:
     found = replica.goodput(spec, loose)
     assert found.limited_by == "saturation"
     assert found.requests_per_s == pytest.approx(replica.saturation(spec))
+
+
+def test_step_table_applies_the_eager_launch_floor_to_steps_with_prompt_pieces() -> None:
+    """The simulator's steps price the floor as serving.py does: a step with prompt pieces lasts
+    at least layers · eager_layer_launch_us plus its host overheads; decode-only steps do not."""
+    plain = _replica(1024, 256)
+    eager = Replica.prepare(
+        llama_31_8b(),
+        make_h100(),
+        precision=PRECISION,
+        parallelism=LAYOUT,
+        params=PARAMS.replace(eager_layer_launch_us=500.0),
+        max_input_tokens=1024,
+        max_output_tokens=256,
+        max_num_batched_tokens=8192,
+        max_running_requests=None,
+        scheduling="decode_first",
+    )
+    floor_s = llama_31_8b().num_layers * 500e-6
+    assert eager.table.decode_s(16, 16 * 600.0) == plain.table.decode_s(16, 16 * 600.0)
+    short = plain.table.step_s(16, 16 * 600.0, [(128.0, 0.0)])
+    overhead_s = plain.table.overhead_rows_s[17]
+    assert short - overhead_s < floor_s
+    assert eager.table.step_s(16, 16 * 600.0, [(128.0, 0.0)]) == pytest.approx(
+        overhead_s + floor_s, rel=1e-12
+    )
+    long = plain.table.step_s(16, 16 * 600.0, [(1024.0, 0.0)] * 8)
+    assert long - plain.table.overhead_rows_s[24] > floor_s
+    assert eager.table.step_s(16, 16 * 600.0, [(1024.0, 0.0)] * 8) == long

@@ -37,6 +37,15 @@ from those runs, it makes the spec-sheet columns of the benchmark's serving prot
 in-sample; the Argonne static batches (other releases and models) are out of sample for it
 (benchmarks/results/accuracy.md).
 
+The eager launch floor (``eager_layer_launch_us``, efficiency.py: a step that carries prompt
+tokens, launched outside a CUDA graph, lasts at least layers · this) has a 700 µs sd everywhere
+and mean 0 except for TensorRT-LLM, whose PyTorch backend runs context and mixed iterations
+eagerly unless piecewise CUDA graphs are switched on (its docs, "Torch Compile & Piecewise CUDA
+Graph"): an empirical prior, the in-sample fit of its shipped runs, 530 µs per layer (Qwen3-32B
+alone 516, Llama-3.1-8B alone 554: the per-layer count holds across a 64- and a 32-layer model;
+benchmarks/results/accuracy.md, section 7d). vLLM V1 replays piecewise CUDA graphs for mixed
+batches; its runs, and SGLang's, fit 0.
+
 The closed-loop harness terms have the spec-sheet priors (0.5 decode steps of admission wait: a
 request arrives mid-step; queue share 0) with wide sds: they describe the load generator, not
 the engine (efficiency.py, ``HARNESS_TERMS``). Except the queue share of SGLang, which its
@@ -71,6 +80,7 @@ _SHARED: Mapping[str, Prior] = {
     "sequence_layer_overhead_us": Prior(0.0, 1.0),
     "admission_wait_steps": Prior(0.5, 10.0),
     "prefill_queue_share": Prior(0.0, 0.5),
+    "eager_layer_launch_us": Prior(0.0, 700.0),
 }
 
 BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
@@ -88,6 +98,7 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
         **_SHARED,
         "step_overhead_us": Prior(200.0, 200.0),
         "sequence_layer_overhead_us": Prior(0.8, 1.0),
+        "eager_layer_launch_us": Prior(530.0, 700.0),
     },
     GENERIC: {**_SHARED, "step_overhead_us": Prior(300.0, 300.0)},
 }

@@ -12,6 +12,12 @@ step-time differences, so every prediction is bilinear:
 (x, q) pair (1 + n_x + n_q + n_x·n_q passes; the q passes only for serving runs), and the
 differences give b, D_x, D_q and C exactly. Fitting and every cross-validation fold then run on
 arrays. ``max_log_error`` checks the form against an engine pass at any point.
+
+One linear parameter is affine only piecewise: the eager launch floor (``serving.py``) binds in
+a run's steps that carry a prompt or it does not, so predictions bend where
+layers · ``eager_layer_launch_us`` meets those steps' kernel time. The response is exact while
+no run crosses that bend; a fit that moves past one is re-centred and rebuilt
+(``end_to_end.ROUNDS``), as for any point the response does not describe.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ STEPS: Mapping[str, float] = {
     "step_overhead_us": 100.0,
     "sequence_overhead_us": 10.0,
     "sequence_layer_overhead_us": 0.5,
+    "eager_layer_launch_us": 10.0,
     "admission_wait_steps": 1.0,
     "prefill_queue_share": 0.5,
 }

@@ -71,6 +71,11 @@ class StepTable:
     # one MTP block, tabulated like the model (``draft`` is that one-layer model's table).
     draft: StepTable | None = None
     draft_passes: int = 0
+    # A step carrying prompt pieces on an engine that launches it outside CUDA graphs lasts at
+    # least layers · eager_layer_launch_us plus its host overheads (serving.py, efficiency.py):
+    # the launch time and the overhead part of ``rows_s`` at L rows.
+    eager_launch_s: float = 0.0
+    overhead_rows_s: tuple[float, ...] = ()
 
     def draft_s(self, sequences: int, context_sum: float) -> float:
         """Return the drafter's time in a step: k one-token decode steps of the MTP block for
@@ -170,6 +175,9 @@ class StepTable:
             total += self.attention_launch_s
             for new, past in pieces:
                 total += self.prefill_attention(new, past)
+            if self.eager_launch_s > 0.0:
+                kernels_s = total - self.overhead_rows_s[r + len(pieces)]
+                total += max(self.eager_launch_s - kernels_s, 0.0)
         return total
 
 
@@ -274,6 +282,8 @@ def build_step_table(
         prefill_attention_s=tuple(fine.ravel().tolist()),
         draft=draft,
         draft_passes=mtp_draft_passes if draft is not None else 0,
+        eager_launch_s=model.num_layers / parallelism.pp * params.eager_layer_launch_us * 1e-6,
+        overhead_rows_s=tuple(_resample(t, overhead, whole).tolist()),
     )
 
 
