@@ -1177,6 +1177,33 @@ def sequence_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs
     out()
 
 
+def _implied_prompt_cost(
+    h100: Accelerator, shapes: dict[str, ModelShape], run: ServingMeasurement
+) -> tuple[float, float, float]:
+    """(cost per prompt the run's TPOT implies, decode-only step, one prompt's prefill alone),
+    ms. In a closed loop a request's decode window holds (1 − q) · (R − 1) other prompts
+    (serving.py); the spec sheet with the backend's priors gives the decode-only step at R and
+    the lone prefill, with no per-sequence term and no eager floor (what the cost stands in
+    for)."""
+    base = spec_sheet_efficiency(h100, with_engine_priors(DEFAULT_EFFICIENCY, run.backend))
+    params = base.replace(sequence_layer_overhead_us=0.0, eager_layer_launch_us=0.0)
+    # static mode: batch 1 is one prompt's prefill alone, batch R the decode-only step
+    static = estimate(
+        shapes[run.model],
+        h100,
+        precision=precision_of(run),
+        parallelism=Parallelism(tp=run.tp),
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        mode="static",
+        params=params,
+        batch_sizes=[1, run.concurrency],
+    )
+    behind = (1.0 - params.prefill_queue_share) * (run.concurrency - 1)
+    per_prompt_ms = (run.tpot_ms - static.tpot_ms[1]) * (run.output_tokens - 1) / behind
+    return float(per_prompt_ms), float(static.tpot_ms[1]), float(static.ttft_ms[0])
+
+
 def prompt_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: list) -> None:
     """Per serving data set and TP degree: what a prompt costs inside other requests' TPOT."""
     out("## 7c. What the other requests' prompts cost inside a request's TPOT")
@@ -1193,26 +1220,12 @@ def prompt_cost_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: 
         "sample and descriptive; nothing is fitted from it."
     )
     out()
-    chosen = [r for r in runs if 16 <= r.concurrency <= 128 and r.output_tokens <= 256]
     ratios: dict[tuple[str, str, int, str], list[float]] = {}
-    for r in chosen:
-        base = spec_sheet_efficiency(h100, with_engine_priors(DEFAULT_EFFICIENCY, r.backend))
-        params = base.replace(sequence_layer_overhead_us=0.0)
-        precision = precision_of(r)
-        common = {
-            "precision": precision,
-            "parallelism": Parallelism(tp=r.tp),
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
-            "mode": "static",
-            "params": params,
-        }
-        # batch 1: one prompt's prefill alone; batch R: the decode-only step
-        static = estimate(shapes[r.model], h100, batch_sizes=[1, r.concurrency], **common)
-        behind = (1.0 - params.prefill_queue_share) * (r.concurrency - 1)
-        per_prompt_ms = (r.tpot_ms - static.tpot_ms[1]) * (r.output_tokens - 1) / behind
-        key = (r.model, r.backend, r.tp, precision.weights)
-        ratios.setdefault(key, []).append(per_prompt_ms / static.ttft_ms[0])
+    for r in runs:
+        if 16 <= r.concurrency <= 128 and r.output_tokens <= 256:
+            per_prompt_ms, _, prefill_ms = _implied_prompt_cost(h100, shapes, r)
+            key = (r.model, r.backend, r.tp, precision_of(r).weights)
+            ratios.setdefault(key, []).append(per_prompt_ms / prefill_ms)
     rows = [
         [
             f"{model} · {backend} · tp{tp} · {weights}",
@@ -1242,35 +1255,17 @@ def eager_floor_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: 
         "descriptive."
     )
     out()
-    chosen = [
-        r
-        for r in runs
-        if r.input_tokens == 1024 and 16 <= r.concurrency <= 128 and r.output_tokens <= 256
-    ]
     implied: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
-    for r in chosen:
-        base = spec_sheet_efficiency(h100, with_engine_priors(DEFAULT_EFFICIENCY, r.backend))
-        params = base.replace(sequence_layer_overhead_us=0.0, eager_layer_launch_us=0.0)
-        static = estimate(
-            shapes[r.model],
-            h100,
-            precision=precision_of(r),
-            parallelism=Parallelism(tp=r.tp),
-            input_tokens=r.input_tokens,
-            output_tokens=r.output_tokens,
-            mode="static",
-            params=params,
-            batch_sizes=[1, r.concurrency],
-        )
-        behind = (1.0 - params.prefill_queue_share) * (r.concurrency - 1)
-        per_prompt_ms = (r.tpot_ms - static.tpot_ms[1]) * (r.output_tokens - 1) / behind
-        layers = shapes[r.model].num_layers
-        implied.setdefault((r.model, r.backend, r.tp), []).append(
-            (
-                1000.0 * (static.tpot_ms[1] + per_prompt_ms) / layers,
-                1000.0 * (static.tpot_ms[1] + static.ttft_ms[0]) / layers,
+    for r in runs:
+        if r.input_tokens == 1024 and 16 <= r.concurrency <= 128 and r.output_tokens <= 256:
+            per_prompt_ms, decode_ms, prefill_ms = _implied_prompt_cost(h100, shapes, r)
+            layers = shapes[r.model].num_layers
+            implied.setdefault((r.model, r.backend, r.tp), []).append(
+                (
+                    1000.0 * (decode_ms + per_prompt_ms) / layers,
+                    1000.0 * (decode_ms + prefill_ms) / layers,
+                )
             )
-        )
     kernels = kernel_measurements()
     fitted: dict[tuple[str, str], float] = {}
     for model, backend in sorted({(m, b) for m, b, _ in implied}):
