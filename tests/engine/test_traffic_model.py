@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from engine_refs import llama_31_8b, make_h100
 
-from service.engine.efficiency import DEFAULT_EFFICIENCY
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
 from service.engine.operators import AttentionGroup, step_cost
 from service.engine.parallel import Parallelism
@@ -38,7 +38,7 @@ def _lm_head_s(rows: float) -> float:
     return float(sum(float(r.time_s) for r in step.rows if r.name == "lm_head"))
 
 
-def _replica(s_in: int, s_out: int, **knobs: object) -> Replica:
+def _replica(s_in: int, s_out: int, params: EfficiencyParams = PARAMS, **knobs: object) -> Replica:
     settings: dict[str, object] = {
         "max_num_batched_tokens": 8192,
         "max_running_requests": None,
@@ -50,7 +50,7 @@ def _replica(s_in: int, s_out: int, **knobs: object) -> Replica:
         make_h100(),
         precision=PRECISION,
         parallelism=LAYOUT,
-        params=PARAMS,
+        params=params,
         max_input_tokens=s_in,
         max_output_tokens=s_out,
         **settings,  # type: ignore[arg-type]
@@ -129,9 +129,11 @@ def test_one_request_at_a_time_reproduces_the_static_answer(s_in: int, s_out: in
     assert result.e2e_latency_ms.p50 == pytest.approx(float(static.e2e_latency_ms[0]), rel=0.01)
 
 
-def _closed_loop(s_in: int, s_out: int, clients: int) -> tuple[float, float, float]:
+def _closed_loop(
+    s_in: int, s_out: int, clients: int, params: EfficiencyParams = PARAMS
+) -> tuple[float, float, float]:
     """Closed loop of ``clients`` clients, first requests one step slot apart (spread)."""
-    replica = _replica(s_in, s_out)
+    replica = _replica(s_in, s_out, params)
     n = max(20 * clients, 200)
     cycle = math.ceil(s_in / 8192) + s_out - 1
     timeline = simulate(
@@ -152,14 +154,24 @@ def _closed_loop(s_in: int, s_out: int, clients: int) -> tuple[float, float, flo
 
 
 @pytest.mark.parametrize(
-    ("s_in", "s_out", "clients"),
-    [(1024, 128, 4), (1024, 128, 16), (128, 1024, 4), (128, 1024, 64), (4096, 256, 4)],
+    ("s_in", "s_out", "clients", "eager_us"),
+    [
+        (1024, 128, 4, 0.0),
+        (1024, 128, 16, 0.0),
+        (128, 1024, 4, 0.0),
+        (128, 1024, 64, 0.0),
+        (4096, 256, 4, 0.0),
+        # steps with a prompt at the eager launch floor (32 layers · 530 µs above their kernels)
+        (128, 256, 4, 530.0),
+        (128, 1024, 64, 530.0),
+    ],
 )
 def test_closed_loop_reproduces_serving_mode_within_2_percent(
-    s_in: int, s_out: int, clients: int
+    s_in: int, s_out: int, clients: int, eager_us: float
 ) -> None:
     """Where serving.py's assumptions hold (below one prompt chunk per step, few prefilling
     requests), the simulated closed loop gives its TTFT, TPOT and throughput within 2%."""
+    params = PARAMS.replace(eager_layer_launch_us=eager_us)
     serving = estimate(
         llama_31_8b(),
         make_h100(),
@@ -167,9 +179,9 @@ def test_closed_loop_reproduces_serving_mode_within_2_percent(
         output_tokens=s_out,
         batch_sizes=[clients],
         mode="serving",
-        params=PARAMS,
+        params=params,
     )
-    ttft, tpot, rate = _closed_loop(s_in, s_out, clients)
+    ttft, tpot, rate = _closed_loop(s_in, s_out, clients, params)
     assert ttft == pytest.approx(float(serving.ttft_ms[0]), rel=0.02)
     assert tpot == pytest.approx(float(serving.tpot_ms[0]), rel=0.02)
     assert rate == pytest.approx(float(serving.requests_per_s[0]), rel=0.02)
@@ -337,18 +349,7 @@ def test_step_table_applies_the_eager_launch_floor_to_steps_with_prompt_pieces()
     """The simulator's steps price the floor as serving.py does: a step with prompt pieces lasts
     at least layers · eager_layer_launch_us plus its host overheads; decode-only steps do not."""
     plain = _replica(1024, 256)
-    eager = Replica.prepare(
-        llama_31_8b(),
-        make_h100(),
-        precision=PRECISION,
-        parallelism=LAYOUT,
-        params=PARAMS.replace(eager_layer_launch_us=500.0),
-        max_input_tokens=1024,
-        max_output_tokens=256,
-        max_num_batched_tokens=8192,
-        max_running_requests=None,
-        scheduling="decode_first",
-    )
+    eager = _replica(1024, 256, PARAMS.replace(eager_layer_launch_us=500.0))
     floor_s = llama_31_8b().num_layers * 500e-6
     assert eager.table.decode_s(16, 16 * 600.0) == plain.table.decode_s(16, 16 * 600.0)
     short = plain.table.step_s(16, 16 * 600.0, [(128.0, 0.0)])
