@@ -112,8 +112,7 @@ def serving_state(
         params=params,
     )
     decode_s = decode_only.point_time_s
-    layers_per_stage = model.num_layers / parallelism.pp
-    mixed_s = _launched_eagerly(mixed, layers_per_stage * params.eager_layer_launch_us * 1e-6)
+    mixed_s = _launched_eagerly(mixed, eager_launch_s(model, parallelism, params))
     prompt_s = chunks * maximum(mixed_s - decode_s, 0.0) / per_step
     others = maximum(running - 1.0, 0.0)
     share = params.prefill_queue_share
@@ -144,6 +143,12 @@ def serving_state(
         requests_per_s=running / service,
         prefill_time_share=_share(running * prompt_s / busy_s),
     )
+
+
+def eager_launch_s(model: ModelShape, parallelism: Parallelism, params: EfficiencyParams) -> float:
+    """The host's time to launch one step's kernels outside a CUDA graph: the layers of one
+    pipeline stage · ``eager_layer_launch_us`` (each stage's host launches its own layers)."""
+    return model.num_layers / parallelism.pp * params.eager_layer_launch_us * 1e-6
 
 
 def _launched_eagerly(step: StepCost, launch_s: float) -> FloatArray:

@@ -29,6 +29,7 @@ from service.engine.kernels import FloatArray
 from service.engine.operators import ATTENTION, AttentionGroup, StepCost, step_cost
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
+from service.engine.serving import eager_launch_s
 from service.engine.shapes import ModelShape
 
 GRID_POINTS = 96  # per axis of the 1-D tables (step ratio ≈ 1.1 up to 8k tokens)
@@ -282,7 +283,7 @@ def build_step_table(
         prefill_attention_s=tuple(fine.ravel().tolist()),
         draft=draft,
         draft_passes=mtp_draft_passes if draft is not None else 0,
-        eager_launch_s=model.num_layers / parallelism.pp * params.eager_layer_launch_us * 1e-6,
+        eager_launch_s=eager_launch_s(model, parallelism, params),
         overhead_rows_s=tuple(_resample(t, overhead, whole).tolist()),
     )
 
