@@ -1034,6 +1034,21 @@ def _serving_protocol(
     table(header, rows)
 
 
+def _leave_model_out_folds(runs: list) -> list[tuple[str, list, list]]:
+    """Per (model, backend): train on the other models of that backend (else of every backend)."""
+    folds = []
+    for model in sorted({r.model for r in runs}):
+        for backend in sorted({r.backend for r in runs if r.model == model}):
+            test = [r for r in runs if r.model == model and r.backend == backend]
+            train = [r for r in runs if r.model != model and r.backend == backend]
+            note = ""
+            if not train:
+                train = [r for r in runs if r.model != model]
+                note = " (fit: other backends)"
+            folds.append((f"{model} · {backend}{note}", train, test))
+    return folds
+
+
 def leave_model_out_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: list) -> None:
     """Serving: fit the other serving models (same backend where it has one), predict one."""
     out("## 7. Serving — leave one model out")
@@ -1047,19 +1062,9 @@ def leave_model_out_section(h100: Accelerator, shapes: dict[str, ModelShape], ru
         "TTFT ≤ 25%; a group where calibrated is worse than spec is bold with FAIL."
     )
     out()
-    folds = []
-    for model in sorted({r.model for r in runs}):
-        for backend in sorted({r.backend for r in runs if r.model == model}):
-            test = [r for r in runs if r.model == model and r.backend == backend]
-            train = [r for r in runs if r.model != model and r.backend == backend]
-            note = ""
-            if not train:
-                train = [r for r in runs if r.model != model]
-                note = " (fit: other backends)"
-            folds.append((f"{model} · {backend}{note}", train, test))
     _serving_protocol(
         "leave-model-out",
-        folds,
+        _leave_model_out_folds(runs),
         h100,
         shapes,
         "leave-model-out",
@@ -1286,6 +1291,46 @@ def eager_floor_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: 
         )
     header = ["data set · tp", "runs", "implied step / layer, µs", "spec step / layer, µs"]
     table([*header, "fitted eager_layer_launch_us"], rows)
+    out()
+
+
+def kernel_tables_section(h100: Accelerator, shapes: dict[str, ModelShape], runs: list) -> None:
+    """Section 7's folds fitted with and without the kernel tables beside the serving runs."""
+    out("## 7e. What the kernel tables add to a serving profile")
+    out()
+    out(
+        "Section 7's leave-one-model-out folds, each fitted twice: on the H100 kernel tables "
+        "plus the training runs (as everywhere above), and on the training runs alone, where "
+        "the kernel efficiencies keep their spec-sheet defaults and the engine overheads absorb "
+        "the kernels' error. A profile uploaded from serving files only is the second kind; "
+        "several files in one upload (`file` repeated, or `ridgeline calibrate` with several "
+        "files) make the first. Cells: held-out MdAPE in %."
+    )
+    out()
+    kernels = kernel_measurements()
+    rows: list[list[str]] = []
+    pooled: dict[str, list[list[float]]] = {}
+    for name, train, test in _leave_model_out_folds(runs):
+        row = [name, str(len(test))]
+        for label, extra in (("with", kernels), ("without", [])):
+            result = fit([*extra, *train], h100, shapes, cross_validate=False)
+            predicted = result.predict(test, h100, shapes)
+            for metric in SERVING_METRICS:
+                mask = predicted.metric == metric
+                got = pooled.setdefault(f"{label} {metric}", [[], []])
+                got[0].extend(predicted.predicted[mask].tolist())
+                got[1].extend(predicted.measured[mask].tolist())
+                stats = error_stats(predicted.predicted[mask], predicted.measured[mask])
+                row.append(f"{stats.mdape_pct:.1f}")
+        rows.append(row)
+    total = ["**all held-out**", str(sum(int(r[1]) for r in rows))]
+    for label in ("with", "without"):
+        for metric in SERVING_METRICS:
+            got = pooled[f"{label} {metric}"]
+            total.append(f"**{error_stats(np.array(got[0]), np.array(got[1])).mdape_pct:.1f}**")
+    rows.append(total)
+    header = ["held-out group", "runs", "TTFT with tables", "TPOT with tables"]
+    table([*header, "TTFT runs only", "TPOT runs only"], rows)
     out()
 
 
@@ -1984,6 +2029,7 @@ def main() -> None:
     sequence_cost_section(h100, shapes, all_serving)
     prompt_cost_section(h100, shapes, all_serving)
     eager_floor_section(h100, shapes, all_serving)
+    kernel_tables_section(h100, shapes, all_serving)
     concurrency_section(h100, shapes, all_serving)
     static_serving_section(h100, shapes, aliases, all_serving)
     spec_sheet_section(h100, shapes, aliases, all_serving)

@@ -1,4 +1,4 @@
-"""``ridgeline calibrate FILE``: fit a profile from a benchmark CSV or a harness result file."""
+"""``ridgeline calibrate FILE...``: fit one profile from benchmark CSVs or harness result files."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, ta
 from service.client.measurement_files import (
     MeasurementFile,
     calibration_body,
+    combine_files,
     read_measurement_file,
 )
 from service.client.measurement_files import (
     Progress as ProgressCallback,
 )
 from service.client.types import CalibrationProfile
+from service.engine.calibration.measurements import MeasurementError
 
 LARGE_FILE_BYTES = 256 * 1024
 
@@ -41,6 +43,32 @@ def progress_bar(path: Path) -> Iterator[ProgressCallback | None]:
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+def _read(
+    file: Path,
+    accelerator: str,
+    tp: int,
+    weights_dtype: str,
+    model: str,
+    concurrency: int | None,
+    file_format: str | None,
+) -> MeasurementFile:
+    """One file's measurements; an unusable row is reported with the file's name."""
+    with progress_bar(file) as progress:
+        try:
+            return read_measurement_file(
+                file,
+                accelerator=accelerator,
+                tp=tp,
+                weights_dtype=weights_dtype,
+                progress=progress,
+                model=model,
+                concurrency=concurrency,
+                file_format=file_format,
+            )
+        except MeasurementError as exc:
+            raise ValueError(f"{file.name}: {exc}") from exc
 
 
 def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
@@ -66,13 +94,14 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
 
 
 def calibrate(
-    file: Annotated[
-        Path,
+    files: Annotated[
+        list[Path],
         typer.Argument(
             exists=True,
             dir_okay=False,
-            help="Benchmark CSV, or the result file of vllm bench serve, SGLang bench_serving, "
-            "genai-perf, trtllm-bench or guidellm (docs/measurement-formats.md).",
+            help="Benchmark CSVs, or result files of vllm bench serve, SGLang bench_serving, "
+            "genai-perf, trtllm-bench or guidellm (docs/measurement-formats.md); several "
+            "files make one profile (kernel tables beside the serving or static runs).",
         ),
     ],
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", help="Accelerator id.")],
@@ -103,20 +132,17 @@ def calibrate(
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Fit and store a calibration profile from measured benchmarks (POST /v1/calibrations)."""
+    """Fit and store one calibration profile from measured benchmarks (POST /v1/calibrations)."""
     with reported():
-        with progress_bar(file) as progress:
-            measured = read_measurement_file(
-                file,
-                accelerator=accelerator,
-                tp=tp,
-                weights_dtype=weights_dtype,
-                progress=progress,
-                model=model,
-                concurrency=concurrency,
-                file_format=file_format,
+        read = [
+            (
+                file.name,
+                _read(file, accelerator, tp, weights_dtype, model, concurrency, file_format),
             )
-        body = calibration_body(measured, accelerator, name, file.name)
+            for file in files
+        ]
+        measured = combine_files(read)
+        body = calibration_body(measured, accelerator, name, ", ".join(n for n, _ in read))
         if backend:
             body["backend"] = backend
         if backend_version:

@@ -7,7 +7,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from service.engine.calibration.parsers import parse_csv
 
 Progress = Callable[[int, int], None]
 CHUNK_ROWS = 2000
+NAME_MAX_CHARS = 200  # a profile name (docs/api.md)
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -229,13 +230,26 @@ def read_measurement_file(
     return read_csv(text, accelerator, progress)
 
 
+def combine_files(files: Sequence[tuple[str, MeasurementFile]]) -> MeasurementFile:
+    """Several files' measurements as one (name, file) in order: formats joined by '+', each
+    warning named after its file; one profile is then fitted on all of them."""
+    if len(files) == 1:
+        return files[0][1]
+    out = MeasurementFile("+".join(dict.fromkeys(f.format for _, f in files)))
+    for name, f in files:
+        out.measurements.extend(f.measurements)
+        out.warnings.extend(f"{name}: {w}" for w in f.warnings)
+        out.backends.update(f.backends)
+    return out
+
+
 def calibration_body(
     measured: MeasurementFile, accelerator: str, name: str | None, source: str
 ) -> dict[str, Any]:
     """The POST /v1/calibrations body for measurements read from ``source``."""
     body: dict[str, Any] = {
         "accelerator": accelerator,
-        "name": name or f"{source} ({measured.format})",
+        "name": name or f"{source} ({measured.format})"[:NAME_MAX_CHARS],
         "measurements": measured.measurements,
     }
     if len(measured.backends) == 1:

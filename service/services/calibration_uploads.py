@@ -11,7 +11,10 @@ guidellm; one object, a list, or JSON lines) are detected from the content, or n
 caller, and parsed by ``service.engine.calibration.harness_results``; every mapping, with its
 load pattern, is documented field by field in docs/measurement-formats.md. A JSON document with
 ``measurements`` is an API body. Runs that name several backends are one upload per backend
-(``check_one_backend``, ``split_by_backend``).
+(``check_one_backend``, ``split_by_backend``). Several files (a multipart upload that repeats
+``file``) are one upload (``merge_uploads``): kernel tables beside end-to-end runs, so the fit
+prices kernels from the tables and fits only the engine terms on the runs; an error then names
+the file as well as the row.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.calibration.end_to_end import precision_of
+from service.engine.calibration.fit import weight_only_where_unsupported
 from service.engine.calibration.harness_results import (
     HARNESS_FORMAT_NAMES as HARNESS_FORMAT_NAMES,  # re-exported for the API layer
 )
@@ -75,6 +79,15 @@ class UploadMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class UploadPart:
+    """One file of an upload: its name, the measurements it gave, its CSV text (None if JSON)."""
+
+    name: str
+    count: int
+    csv_text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CalibrationUpload:
     """A decoded upload: metadata, measurements in upload order, source format, warnings."""
 
@@ -82,7 +95,7 @@ class CalibrationUpload:
     measurements: tuple[Measurement, ...]
     format: str
     warnings: tuple[str, ...] = ()
-    csv_text: str | None = None  # the CSV source, to name the row of a measurement on error
+    parts: tuple[UploadPart, ...] = ()  # the files, in order, to name a measurement's row
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical metadata and measurements (same upload → same hash)."""
@@ -248,9 +261,10 @@ def measured_elsewhere(m: Measurement, accelerator: str) -> str | None:
 
 
 def build_upload(
-    metadata: UploadMetadata, parsed: ParseResult, csv_text: str | None = None
+    metadata: UploadMetadata, parsed: ParseResult, csv_text: str | None = None, name: str = ""
 ) -> CalibrationUpload:
-    """Combine metadata and parsed measurements (``csv_text``: the CSV they came from).
+    """Combine metadata and parsed measurements (``csv_text``: the CSV they came from;
+    ``name``: the file's name).
 
     Runs measured on another accelerator are dropped with a warning.
     """
@@ -266,12 +280,35 @@ def build_upload(
     if skipped:
         counts = ", ".join(f"{n} on {acc}" for acc, n in sorted(skipped.items()))
         warnings.append(f"rows measured on other accelerators skipped: {counts}")
+    is_csv = parsed.format not in ("json", *HARNESS_FORMAT_NAMES)
     return CalibrationUpload(
         metadata=metadata,
         measurements=tuple(kept),
         format=parsed.format,
         warnings=tuple(warnings),
-        csv_text=csv_text if parsed.format not in ("json", *HARNESS_FORMAT_NAMES) else None,
+        parts=(UploadPart(name, len(kept), csv_text if is_csv else None),),
+    )
+
+
+def merge_uploads(
+    metadata: UploadMetadata, uploads: Sequence[CalibrationUpload]
+) -> CalibrationUpload:
+    """One upload of several files' measurements, in file order (each file's warnings named)."""
+    if len(uploads) == 1:
+        return dataclasses.replace(uploads[0], metadata=metadata)
+    parts = tuple(part for upload in uploads for part in upload.parts)
+    warnings = tuple(
+        f"{part.name}: {warning}"
+        for upload in uploads
+        for part in upload.parts
+        for warning in upload.warnings
+    )
+    return CalibrationUpload(
+        metadata=metadata,
+        measurements=tuple(m for upload in uploads for m in upload.measurements),
+        format="+".join(dict.fromkeys(upload.format for upload in uploads)),
+        warnings=warnings,
+        parts=parts,
     )
 
 
@@ -297,9 +334,17 @@ def _where(upload: CalibrationUpload, index: int, field: str) -> tuple[str, str]
     """(field name, row prefix) for the measurement at ``index`` of an upload."""
     if upload.format == "json":
         return f"measurements.{index}.{field}", f"row {index + 1}"
-    text, accelerator = upload.csv_text, upload.metadata.accelerator
-    row = _csv_row_of(text, index, accelerator) if text is not None else index + 1
-    return field, f"row {row}"
+    accelerator, local = upload.metadata.accelerator, index
+    for part in upload.parts:
+        if local < part.count:
+            break
+        local -= part.count
+    else:
+        return field, f"row {index + 1}"
+    text = part.csv_text
+    row = _csv_row_of(text, local, accelerator) if text is not None else local + 1
+    named = f"{part.name}, " if len(upload.parts) > 1 else ""
+    return field, f"{named}row {row}"
 
 
 def check_against_catalog(
@@ -323,7 +368,10 @@ def check_against_catalog(
         except EngineError as exc:
             field, where = _where(upload, index, "parallelism")
             raise FieldError(field, f"{where}: {exc}") from exc
-        precision = precision_of(m)
+        # an fp4 label on an accelerator without fp4 tensor cores is read as the fit reads it:
+        # 4-bit weights dequantised into bf16 GEMMs (fit.weight_only_where_unsupported)
+        (run,), _ = weight_only_where_unsupported([m], accelerator)
+        precision = precision_of(run)
         try:
             precision.validate()
             accelerator.peak_flops_s(precision.compute_dtype)

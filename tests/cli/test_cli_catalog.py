@@ -133,3 +133,28 @@ def test_calibrate_refuses_a_file_mixing_backends(
     assert result.exit_code == 1
     assert "backend" in result.stderr and "sglang" in result.stderr and "trtllm" in result.stderr
     assert client.get("/v1/calibrations").json()["items"] == []
+
+
+def test_calibrate_fits_one_profile_on_several_files(
+    ridgeline_cli: Invoke, client: TestClient, tmp_path: Path
+) -> None:
+    gemm = DATA / "benchmarks" / "h100_gemm_subset.csv"
+    header, *rows = (
+        (DATA / "benchmarks" / "h100_serving_qwen3_32b_subset.csv").read_text().split("\n")
+    )
+    runs = tmp_path / "trtllm.csv"
+    runs.write_text("\n".join([header, *(r for r in rows if ",trtllm," in r)]) + "\n")
+    result = ridgeline_cli("calibrate", str(gemm), str(runs), "-a", "h100-sxm", "--json")
+    assert result.exit_code == 0, result.stderr
+    profile = json.loads(result.stdout)
+    assert profile["name"] == "h100_gemm_subset.csv, trtllm.csv (gemm+serving)"
+    assert profile["backend"] == "trtllm"  # the one backend the runs name
+    n_runs = sum(",trtllm," in r for r in rows)
+    assert profile["fit"]["n_by_kind"] == {
+        "gemm": len(gemm.read_text().strip().splitlines()) - 1,
+        "serving": n_runs,
+    }
+    bad = tmp_path / "bad.csv"
+    bad.write_text("dtype,m,n,k,latency_ms\nbf16,16,4096,x,0.03\n")
+    refused = ridgeline_cli("calibrate", str(gemm), str(bad), "-a", "h100-sxm")
+    assert refused.exit_code == 1 and "bad.csv: row 1" in refused.stderr

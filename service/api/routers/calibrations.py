@@ -8,7 +8,8 @@ POST accepts (detected from Content-Type, then from the content):
 - ``text/csv``: a benchmark CSV, metadata as query parameters;
 - ``multipart/form-data``: a ``file`` (CSV or harness result JSON) plus form fields
   ``accelerator``, ``name``, ``backend``, ``backend_version`` (query parameters fill what the
-  form leaves out).
+  form leaves out); ``file`` repeated fits one profile on every file (kernel tables beside the
+  end-to-end runs).
 
 Harness result files (vllm, SGLang, genai-perf, trtllm-bench, guidellm) are detected from the
 content or named by ``format``; see docs/measurement-formats.md and UPLOAD_DESCRIPTION.
@@ -62,6 +63,7 @@ from service.services.calibration_uploads import (
     from_dicts,
     from_harness,
     looks_like_harness_result,
+    merge_uploads,
 )
 from service.services.errors import FieldError
 
@@ -73,6 +75,7 @@ assert set(get_args(HarnessFormatName)) == set(HARNESS_FORMAT_NAMES)  # one list
 
 RETRY_AFTER_S = 30
 FILE_FIELD = "file"
+NAME_MAX_CHARS = 200  # a profile name (calibration_profiles.name)
 
 
 def _schema(model: type[Any]) -> dict[str, Any]:
@@ -138,7 +141,13 @@ def _form_schema(model: type[Any]) -> dict[str, Any]:
 
 
 _UPLOAD_FORM = _form_schema(CalibrationUploadForm)
-_UPLOAD_FORM["properties"][FILE_FIELD] = {"type": "string", "format": "binary"}
+# one file; the field may repeat (several parts named `file`): one profile fitted on all of them
+_UPLOAD_FORM["properties"][FILE_FIELD] = {
+    "type": "string",
+    "format": "binary",
+    "description": "A benchmark CSV or harness result file. Repeat the field to fit one profile "
+    "on several files (kernel tables beside the serving or static runs).",
+}
 REQUEST_BODY: dict[str, Any] = {
     "required": True,
     "description": UPLOAD_DESCRIPTION,
@@ -188,7 +197,7 @@ def _metadata(values: dict[str, Any]) -> UploadMetadata:
 
 def _named(meta: UploadMetadata, upload_format: str) -> UploadMetadata:
     """Name an unnamed profile after its upload format."""
-    return meta if meta.name else replace(meta, name=f"{upload_format} upload")
+    return meta if meta.name else replace(meta, name=f"{upload_format} upload"[:NAME_MAX_CHARS])
 
 
 def _decode_utf8(raw: bytes, field: str) -> str:
@@ -213,10 +222,30 @@ def _from_json(raw: bytes, query: dict[str, Any], read: ReadOptions) -> Calibrat
     return build_upload(_named(meta, parsed.format), parsed)
 
 
-def _from_text(text: str, meta_values: dict[str, Any], read: ReadOptions) -> CalibrationUpload:
+def _from_text(
+    text: str, meta_values: dict[str, Any], read: ReadOptions, name: str = ""
+) -> CalibrationUpload:
     meta = _metadata(meta_values)
     parsed = decode_text(text, options=read.harness, format_name=read.format_name)
-    return build_upload(_named(meta, parsed.format), parsed, csv_text=text)
+    return build_upload(_named(meta, parsed.format), parsed, csv_text=text, name=name)
+
+
+def _from_files(
+    files: list[tuple[str, bytes]], meta_values: dict[str, Any], read: ReadOptions
+) -> CalibrationUpload:
+    """One upload of several files (name, content); an error names the file it came from."""
+    if len(files) == 1:
+        ((name, raw),) = files
+        return _from_text(_decode_utf8(raw, FILE_FIELD), meta_values, read, name)
+    uploads = []
+    for name, raw in files:
+        try:
+            text = _decode_utf8(raw, FILE_FIELD)
+            uploads.append(_from_text(text, meta_values, read, name))
+        except FieldError as exc:
+            raise FieldError(exc.field, f"{name}: {exc.message}") from exc
+    merged = merge_uploads(_metadata(meta_values), uploads)
+    return replace(merged, metadata=_named(merged.metadata, merged.format))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,14 +263,16 @@ async def read_upload(
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media == "multipart/form-data":
         form = await request.form()
-        file = form.get(FILE_FIELD)
-        if not isinstance(file, UploadFile):
+        parts = [f for f in form.getlist(FILE_FIELD) if isinstance(f, UploadFile)]
+        if not parts:
             raise FieldError(FILE_FIELD, "a multipart upload needs a file field named 'file'")
-        raw = await file.read()
+        files = [
+            (part.filename or f"file {number}", await part.read())
+            for number, part in enumerate(parts, start=1)
+        ]
         fields = {k: v for k, v in form.items() if k != FILE_FIELD and isinstance(v, str)}
         meta_values = {**query, **fields}
-        text = _decode_utf8(raw, FILE_FIELD)
-        return await run_in_threadpool(_from_text, text, meta_values, read)
+        return await run_in_threadpool(_from_files, files, meta_values, read)
     raw = await request.body()
     if media in ("text/csv", "text/plain"):
         text = _decode_utf8(raw, "body")

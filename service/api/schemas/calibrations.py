@@ -254,7 +254,10 @@ class CalibrationProfileOut(BaseModel):
         default="published",
         description="published: every reader's; private: only the uploading API key's.",
     )
-    format: str = Field(description="Upload format: json, vllm_bench_json or a CSV format.")
+    format: str = Field(
+        description="Upload format: json, vllm_bench_json or a CSV format; an upload of several "
+        "files joins their formats with '+'."
+    )
     n_measurements: int
     parameters: dict[str, float] = Field(
         description="Fitted efficiencies (fractions) and overheads, each named with its unit."

@@ -1,0 +1,94 @@
+"""POST /v1/calibrations with several files in one multipart upload: one profile fitted on all
+of them (kernel tables beside end-to-end runs), errors naming the file, and fp4-labelled runs on
+an accelerator without fp4 tensor cores accepted as the fit reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "benchmarks"
+GEMM = DATA / "h100_gemm_subset.csv"
+NCCL = DATA / "h100_nccl_subset.csv"
+SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
+GPT_OSS = ROOT / "benchmarks" / "data" / "h100" / "serving_gpt_oss_120b.csv"
+
+
+def _rows(path: Path) -> int:
+    return len(path.read_text().strip().splitlines()) - 1
+
+
+def _trtllm_rows(path: Path) -> bytes:
+    header, *rows = path.read_text().strip().splitlines()
+    return "\n".join([header, *(r for r in rows if ",trtllm," in r)]).encode() + b"\n"
+
+
+def _post(client: TestClient, headers: dict[str, str], files: list[Any], **params: str) -> Any:
+    return client.post(
+        "/v1/calibrations",
+        files=[("file", f) for f in files],
+        params={"accelerator": "h100-sxm", **params},
+        headers=headers,
+    )
+
+
+def test_several_files_make_one_profile_fitted_on_all_of_them(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    serving = _trtllm_rows(SERVING)
+    files = [
+        (GEMM.name, GEMM.read_bytes(), "text/csv"),
+        (NCCL.name, NCCL.read_bytes(), "text/csv"),
+        ("trtllm.csv", serving, "text/csv"),
+    ]
+    response = _post(client, auth_headers, files, backend="trtllm")
+    assert response.status_code == 201, response.text
+    profile = response.json()
+    runs = serving.decode().count(",trtllm,")
+    assert profile["n_measurements"] == _rows(GEMM) + _rows(NCCL) + runs
+    assert profile["format"] == "gemm+nccl+serving"
+    assert profile["name"] == "gemm+nccl+serving upload"
+    assert set(profile["fit"]["n_by_kind"]) == {"gemm", "collective", "serving"}
+    # the kernels were fitted from the tables, which a serving-only upload cannot do
+    alone = _post(client, auth_headers, [("trtllm.csv", serving, "text/csv")], backend="trtllm")
+    assert alone.status_code == 201, alone.text
+    kernel = {"gemm_compute_efficiency_bf16", "collective_latency_us"}
+    assert kernel <= set(profile["parameters"])
+    assert not kernel & set(alone.json()["parameters"])
+    assert "step_overhead_us" in profile["parameters"]
+    stored = client.get(f"/v1/calibrations/{profile['id']}/measurements").json()
+    assert [m["kind"] for m in stored["items"][:1]] == ["gemm"]
+
+
+def test_a_bad_row_in_one_file_names_that_file_and_stores_nothing(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    header, first, *_ = SERVING.read_text().strip().splitlines()
+    bad = "\n".join([header, first, first.replace("Qwen/Qwen3-32B", "no/such-model")]) + "\n"
+    files = [(GEMM.name, GEMM.read_bytes(), "text/csv"), ("runs.csv", bad.encode(), "text/csv")]
+    response = _post(client, auth_headers, files)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["errors"]
+    assert error["field"] == "model"
+    assert error["message"].startswith("runs.csv, row 2: unknown model")
+    unreadable = [files[0], ("runs.csv", b"dtype,m\n\xff\n", "text/csv")]
+    response = _post(client, auth_headers, unreadable)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["message"].startswith("runs.csv: is not UTF-8")
+    assert client.get("/v1/calibrations").json()["items"] == []
+
+
+def test_fp4_labelled_runs_fit_as_weight_only_where_the_chip_has_no_fp4_peak(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """The shipped gpt-oss-120b runs label their GEMMs nvfp4; H100 has no fp4 tensor cores, so
+    the upload is read as the fit reads it (4-bit weights, bf16 GEMMs), not refused."""
+    files = [(GPT_OSS.name, GPT_OSS.read_bytes(), "text/csv")]
+    response = _post(client, auth_headers, files, backend="vllm")
+    assert response.status_code == 201, response.text
+    profile = response.json()
+    assert profile["n_measurements"] == _rows(GPT_OSS)
+    assert any("weight-only" in w for w in profile["warnings"])
