@@ -92,3 +92,15 @@ def test_fp4_labelled_runs_fit_as_weight_only_where_the_chip_has_no_fp4_peak(
     profile = response.json()
     assert profile["n_measurements"] == _rows(GPT_OSS)
     assert any("weight-only" in w for w in profile["warnings"])
+
+
+def test_runs_without_kernel_tables_are_warned_about(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    alone = _post(client, auth_headers, [serving], backend="trtllm")
+    assert alone.status_code == 201, alone.text
+    assert any(w.startswith("no kernel measurements") for w in alone.json()["warnings"])
+    both = _post(client, auth_headers, [(GEMM.name, GEMM.read_bytes(), "text/csv"), serving])
+    assert both.status_code == 201, both.text
+    assert not any(w.startswith("no kernel measurements") for w in both.json()["warnings"])

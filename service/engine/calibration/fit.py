@@ -566,6 +566,13 @@ def fit(
     backend: str | None = None
     priors: Mapping[str, Prior] = {}
     spreads: dict[str, dict[str, ExtrapolationSpread]] = {}
+    if known and not stages:
+        warnings.append(
+            "no kernel measurements: the kernels keep their spec-sheet efficiencies and the "
+            "engine overheads fitted on these runs absorb the kernels' error, which carries "
+            "poorly to other models; upload the kernel tables with the runs (several files in "
+            "one upload) to price kernels from measurements"
+        )
     if known:
         left_out: list[StaticMeasurement | ServingMeasurement] = []
         for _ in range(OUTLIER_ROUNDS):
