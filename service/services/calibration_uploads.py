@@ -294,21 +294,16 @@ def merge_uploads(
     metadata: UploadMetadata, uploads: Sequence[CalibrationUpload]
 ) -> CalibrationUpload:
     """One upload of several files' measurements, in file order (each file's warnings named)."""
-    if len(uploads) == 1:
-        return dataclasses.replace(uploads[0], metadata=metadata)
-    parts = tuple(part for upload in uploads for part in upload.parts)
-    warnings = tuple(
-        f"{part.name}: {warning}"
-        for upload in uploads
-        for part in upload.parts
-        for warning in upload.warnings
-    )
     return CalibrationUpload(
         metadata=metadata,
         measurements=tuple(m for upload in uploads for m in upload.measurements),
         format="+".join(dict.fromkeys(upload.format for upload in uploads)),
-        warnings=warnings,
-        parts=parts,
+        warnings=tuple(
+            f"{', '.join(part.name for part in upload.parts)}: {warning}"
+            for upload in uploads
+            for warning in upload.warnings
+        ),
+        parts=tuple(part for upload in uploads for part in upload.parts),
     )
 
 

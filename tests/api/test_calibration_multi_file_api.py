@@ -39,9 +39,11 @@ def test_several_files_make_one_profile_fitted_on_all_of_them(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
     serving = _trtllm_rows(SERVING)
+    header, *rows = NCCL.read_text().strip().splitlines()
+    nccl = "\n".join([f"{header},colour", *(f"{r},red" for r in rows)]) + "\n"
     files = [
         (GEMM.name, GEMM.read_bytes(), "text/csv"),
-        (NCCL.name, NCCL.read_bytes(), "text/csv"),
+        ("nccl.csv", nccl.encode(), "text/csv"),
         ("trtllm.csv", serving, "text/csv"),
     ]
     response = _post(client, auth_headers, files, backend="trtllm")
@@ -52,6 +54,7 @@ def test_several_files_make_one_profile_fitted_on_all_of_them(
     assert profile["format"] == "gemm+nccl+serving"
     assert profile["name"] == "gemm+nccl+serving upload"
     assert set(profile["fit"]["n_by_kind"]) == {"gemm", "collective", "serving"}
+    assert "nccl.csv: unknown column 'colour' ignored" in profile["warnings"]
     # the kernels were fitted from the tables, which a serving-only upload cannot do
     alone = _post(client, auth_headers, [("trtllm.csv", serving, "text/csv")], backend="trtllm")
     assert alone.status_code == 201, alone.text

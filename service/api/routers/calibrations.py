@@ -38,6 +38,7 @@ from service.api.heavy import HeavyWork
 from service.api.limits import MAX_MEASUREMENTS_PER_CALIBRATION, problem_responses
 from service.api.problems import problem
 from service.api.schemas.calibrations import (
+    NAME_MAX_CHARS,
     CalibrationCreate,
     CalibrationMetadata,
     CalibrationProfileOut,
@@ -75,7 +76,6 @@ assert set(get_args(HarnessFormatName)) == set(HARNESS_FORMAT_NAMES)  # one list
 
 RETRY_AFTER_S = 30
 FILE_FIELD = "file"
-NAME_MAX_CHARS = 200  # a profile name (calibration_profiles.name)
 
 
 def _schema(model: type[Any]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from service.engine.precision import ACTIVATION_DTYPES
 from service.services.calibration_uploads import BACKEND_MAX_CHARS, BACKEND_PATTERN
 
 Backend = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=BACKEND_MAX_CHARS)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+NAME_MAX_CHARS = 200  # calibration_profiles.name
+Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX_CHARS)]
 Version = Annotated[str, StringConstraints(max_length=100)]
 _POSITIVE_INT: JsonDict = {"type": "integer", "minimum": 1}
 _POSITIVE_NUMBER: JsonDict = {"type": "number", "exclusiveMinimum": 0}
