@@ -17,14 +17,12 @@ from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, ta
 from service.client.measurement_files import (
     MeasurementFile,
     calibration_body,
-    combine_files,
-    read_measurement_file,
+    read_measurement_files,
 )
 from service.client.measurement_files import (
     Progress as ProgressCallback,
 )
 from service.client.types import CalibrationProfile
-from service.engine.calibration.measurements import MeasurementError
 
 LARGE_FILE_BYTES = 256 * 1024
 
@@ -43,32 +41,6 @@ def progress_bar(path: Path) -> Iterator[ProgressCallback | None]:
             bar.update(task, completed=done, total=total)
 
         yield update
-
-
-def _read(
-    file: Path,
-    accelerator: str,
-    tp: int,
-    weights_dtype: str,
-    model: str,
-    concurrency: int | None,
-    file_format: str | None,
-) -> MeasurementFile:
-    """One file's measurements; an unusable row is reported with the file's name."""
-    with progress_bar(file) as progress:
-        try:
-            return read_measurement_file(
-                file,
-                accelerator=accelerator,
-                tp=tp,
-                weights_dtype=weights_dtype,
-                progress=progress,
-                model=model,
-                concurrency=concurrency,
-                file_format=file_format,
-            )
-        except MeasurementError as exc:
-            raise ValueError(f"{file.name}: {exc}") from exc
 
 
 def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
@@ -134,15 +106,17 @@ def calibrate(
 ) -> None:
     """Fit and store one calibration profile from measured benchmarks (POST /v1/calibrations)."""
     with reported():
-        read = [
-            (
-                file.name,
-                _read(file, accelerator, tp, weights_dtype, model, concurrency, file_format),
-            )
-            for file in files
-        ]
-        measured = combine_files(read)
-        body = calibration_body(measured, accelerator, name, ", ".join(n for n, _ in read))
+        measured, source = read_measurement_files(
+            files,
+            accelerator=accelerator,
+            progress=progress_bar,
+            tp=tp,
+            weights_dtype=weights_dtype,
+            model=model,
+            concurrency=concurrency,
+            file_format=file_format,
+        )
+        body = calibration_body(measured, accelerator, name, source)
         if backend:
             body["backend"] = backend
         if backend_version:

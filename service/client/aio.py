@@ -25,7 +25,7 @@ from service.client import calls
 from service.client.calls import Body, Call, ChartFormat, ChartKind, Paged
 from service.client.core import ClientCore, Done, Wait, resolve_api_key, resolve_base_url
 from service.client.errors import RidgelineError
-from service.client.measurement_files import Progress, calibration_from_file
+from service.client.measurement_files import Progress, as_paths, calibration_from_file
 from service.client.retry import RetryPolicy
 from service.client.types import CalibrationProfile
 
@@ -199,7 +199,7 @@ class AsyncRidgeline:
 
     async def calibrate_file(
         self,
-        path: str | Path,
+        path: str | Path | Sequence[str | Path],
         *,
         accelerator: str,
         name: str | None = None,
@@ -212,10 +212,11 @@ class AsyncRidgeline:
         **fields: Any,
     ) -> CalibrationProfile:
         """Fit a profile from a benchmark CSV or a harness result file (vllm, SGLang,
-        genai-perf, trtllm-bench, guidellm; docs/measurement-formats.md)."""
+        genai-perf, trtllm-bench, guidellm; docs/measurement-formats.md), or from several
+        such files at once (kernel tables beside the runs: one profile)."""
         body = await asyncio.to_thread(
             calibration_from_file,
-            Path(path),
+            as_paths(path),
             accelerator,
             name,
             progress,

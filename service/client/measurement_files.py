@@ -8,6 +8,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,8 +258,41 @@ def calibration_body(
     return body
 
 
+def as_paths(path: str | Path | Sequence[str | Path]) -> Path | list[Path]:
+    """One path, or a list of paths (a string is one path)."""
+    if isinstance(path, str | Path):
+        return Path(path)
+    return [Path(p) for p in path]
+
+
+def read_measurement_files(
+    paths: Path | Sequence[Path],
+    *,
+    accelerator: str | None = None,
+    progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
+    **options: Any,
+) -> tuple[MeasurementFile, str]:
+    """One or several files read as one (``combine_files``), and their names joined; a bad row
+    of one of several files raises ValueError naming the file. ``progress(path)`` gives each
+    file's progress callback; ``options`` are ``read_measurement_file``'s."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    read: list[tuple[str, MeasurementFile]] = []
+    for path in paths:
+        with progress(path) if progress else nullcontext() as callback:
+            try:
+                measured = read_measurement_file(
+                    path, accelerator=accelerator, progress=callback, **options
+                )
+            except MeasurementError as exc:
+                if len(paths) == 1:
+                    raise
+                raise ValueError(f"{path.name}: {exc}") from exc
+        read.append((path.name, measured))
+    return combine_files(read), ", ".join(name for name, _ in read)
+
+
 def calibration_from_file(
-    path: Path,
+    path: Path | Sequence[Path],
     accelerator: str,
     name: str | None = None,
     progress: Progress | None = None,
@@ -269,15 +303,16 @@ def calibration_from_file(
     concurrency: int | None = None,
     file_format: str | None = None,
 ) -> dict[str, Any]:
-    """Read a benchmark file and build the POST /v1/calibrations body."""
-    measured = read_measurement_file(
+    """Read one benchmark file, or several for one profile, and build the POST
+    /v1/calibrations body."""
+    measured, source = read_measurement_files(
         path,
         accelerator=accelerator,
+        progress=(lambda _: nullcontext(progress)) if progress else None,
         tp=tp,
         weights_dtype=weights_dtype,
-        progress=progress,
         model=model,
         concurrency=concurrency,
         file_format=file_format,
     )
-    return calibration_body(measured, accelerator, name, Path(path).name)
+    return calibration_body(measured, accelerator, name, source)

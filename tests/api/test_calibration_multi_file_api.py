@@ -81,6 +81,15 @@ def test_a_bad_row_in_one_file_names_that_file_and_stores_nothing(
     response = _post(client, auth_headers, unreadable)
     assert response.status_code == 422
     assert response.json()["errors"][0]["message"].startswith("runs.csv: is not UTF-8")
+    text_field = client.post(
+        "/v1/calibrations",
+        files=[("file", files[0])],
+        data={"file": "not a file part"},
+        params={"accelerator": "h100-sxm"},
+        headers=auth_headers,
+    )
+    assert text_field.status_code == 422
+    assert text_field.json()["errors"][0]["field"] == "file"
     assert client.get("/v1/calibrations").json()["items"] == []
 
 

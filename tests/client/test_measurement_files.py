@@ -153,3 +153,18 @@ def test_calibrate_file_returns_the_typed_profile(ridgeline: Ridgeline) -> None:
     assert isinstance(again, CalibrationProfileOut) and again.id == profile.id
     listed = [p.id for p in ridgeline.list_calibrations(accelerator="h100-sxm")]
     assert profile.id in listed
+
+
+def test_several_files_build_one_body_and_a_bad_row_names_its_file(tmp_path: Path) -> None:
+    gemm = BENCHMARKS / "h100_gemm_subset.csv"
+    nccl = BENCHMARKS / "h100_nccl_subset.csv"
+    body = calibration_from_file([gemm, nccl], "h100-sxm")
+    kinds = [m["kind"] for m in body["measurements"]]
+    n_gemm = len(gemm.read_text().strip().splitlines()) - 1
+    n_nccl = len(nccl.read_text().strip().splitlines()) - 1
+    assert kinds == ["gemm"] * n_gemm + ["collective"] * n_nccl
+    assert body["name"] == f"{gemm.name}, {nccl.name} (gemm+nccl)"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("dtype,m,n,k,latency_ms\nbf16,16,4096,x,0.03\n")
+    with pytest.raises(ValueError, match=r"^bad\.csv: row 1: k"):
+        calibration_from_file([gemm, bad], "h100-sxm")

@@ -263,12 +263,15 @@ async def read_upload(
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media == "multipart/form-data":
         form = await request.form()
-        parts = [f for f in form.getlist(FILE_FIELD) if isinstance(f, UploadFile)]
-        if not parts:
-            raise FieldError(FILE_FIELD, "a multipart upload needs a file field named 'file'")
+        parts = form.getlist(FILE_FIELD)
+        if not parts or not all(isinstance(part, UploadFile) for part in parts):
+            raise FieldError(
+                FILE_FIELD, "a multipart upload needs a file field named 'file' (each one a file)"
+            )
         files = [
             (part.filename or f"file {number}", await part.read())
             for number, part in enumerate(parts, start=1)
+            if isinstance(part, UploadFile)
         ]
         fields = {k: v for k, v in form.items() if k != FILE_FIELD and isinstance(v, str)}
         meta_values = {**query, **fields}
