@@ -1302,9 +1302,10 @@ def kernel_tables_section(h100: Accelerator, shapes: dict[str, ModelShape], runs
         "Section 7's leave-one-model-out folds, each fitted twice: on the H100 kernel tables "
         "plus the training runs (as everywhere above), and on the training runs alone, where "
         "the kernel efficiencies keep their spec-sheet defaults and the engine overheads absorb "
-        "the kernels' error. A profile uploaded from serving files only is the second kind; "
-        "several files in one upload (`file` repeated, or `ridgeline calibrate` with several "
-        "files) make the first. Cells: held-out MdAPE in %."
+        "the kernels' error. The service makes the first kind from several files in one upload "
+        "(`file` repeated, or `ridgeline calibrate` with several files), or from runs uploaded "
+        "after a profile of the kernel tables (`fit.kernels_from`); the second only when no "
+        "kernel table was ever uploaded for the accelerator. Cells: held-out MdAPE in %."
     )
     out()
     kernels = kernel_measurements()

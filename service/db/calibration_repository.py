@@ -187,6 +187,15 @@ class CalibrationRepository:
         params = {"accelerator_id": accelerator, **choice.params}
         return self.session.scalars(stmt, params).first()
 
+    def newest_visible(
+        self, accelerator: str, viewer: str, limit: int
+    ) -> Sequence[CalibrationProfileRow]:
+        """Up to ``limit`` profiles of an accelerator that ``viewer`` may see, newest first."""
+        table = CalibrationProfileRow
+        stmt = select(table).where(table.accelerator == accelerator, visible_to(viewer))
+        stmt = stmt.order_by(table.created_at.desc(), table.id.desc()).limit(limit)
+        return self.session.scalars(stmt).all()
+
     def newest(self, accelerator: str, backend: str | None) -> CalibrationProfileRow | None:
         """Return the newest profile for an accelerator with this backend ("" none; None any)."""
         stmt = select(CalibrationProfileRow).where(CalibrationProfileRow.accelerator == accelerator)

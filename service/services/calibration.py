@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
@@ -37,13 +37,14 @@ from service.db.models import (
     utcnow,
 )
 from service.db.session import begin_write
-from service.engine.calibration.fit import CalibrationResult, fit
+from service.engine.calibration.fit import CalibrationResult, fit, kernel_parameter_names
 from service.engine.calibration.intervals import (
     COVERAGE,
     DISTANCE_LOG_SIGMA,
     TRANSFER_LOG_SIGMA,
 )
 from service.engine.calibration.measurements import Measurement
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
@@ -61,6 +62,8 @@ from service.services.errors import FieldError, NotFoundError, ServiceError
 from service.services.representation import decode_cursor, encode_cursor
 
 ENDPOINT = "POST /v1/calibrations"
+KERNEL_KINDS = ("gemm", "attention", "collective")
+KERNEL_SEARCH_LIMIT = 50  # newest profiles of the accelerator searched for kernel tables
 FIT_WORKERS = 2
 _FIT_POOL = ThreadPoolExecutor(max_workers=FIT_WORKERS, thread_name_prefix="calibration-fit")
 
@@ -176,17 +179,38 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def summary_of(upload: CalibrationUpload, result: CalibrationResult) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class KernelBase:
+    """Kernel efficiencies an upload without kernel tables builds on, and where they came from."""
+
+    params: EfficiencyParams = DEFAULT_EFFICIENCY
+    sources: Mapping[str, str] = field(default_factory=dict)  # kernel kind → profile id
+
+    def warning(self) -> list[str]:
+        if not self.sources:
+            return []
+        named = ", ".join(f"{kind} from {pid}" for kind, pid in self.sources.items())
+        return [
+            "the upload has no kernel measurements of these kinds, so their efficiencies come "
+            f"from the newest profile of this accelerator fitted on them ({named}); the runs "
+            "fit only the engine terms"
+        ]
+
+
+def summary_of(
+    upload: CalibrationUpload, result: CalibrationResult, base: KernelBase | None = None
+) -> dict[str, Any]:
     """The stored representation parts a fit determines (JSON-safe)."""
+    base = base or KernelBase()
     summary: dict[str, Any] = json_safe(
         {
             "format": upload.format,
             "n_measurements": len(upload.measurements),
             "parameters": result.parameters,
             "standard_errors": dict(result.standard_errors),
-            "fit": result.fit_summary(),
+            "fit": {**result.fit_summary(), "kernels_from": dict(base.sources)},
             "intervals": intervals_info(result),
-            "warnings": [*upload.warnings, *result.warnings],
+            "warnings": [*upload.warnings, *base.warning(), *result.warnings],
         }
     )
     return summary
@@ -197,9 +221,11 @@ def run_fit(
     accelerator: Accelerator,
     models: Mapping[str, ModelShape],
     budget_s: float,
+    base: EfficiencyParams = DEFAULT_EFFICIENCY,
 ) -> CalibrationResult:
-    """Fit on the fit pool within ``budget_s`` seconds (FitTimeoutError past it)."""
-    future = _FIT_POOL.submit(fit, measurements, accelerator, models)
+    """Fit on the fit pool within ``budget_s`` seconds (FitTimeoutError past it), starting
+    from ``base`` (the kernel efficiencies the upload does not measure)."""
+    future = _FIT_POOL.submit(fit, measurements, accelerator, models, base=base)
     try:
         return future.result(timeout=budget_s)
     except FutureTimeout:
@@ -307,16 +333,46 @@ class CalibrationService:
             if replay is not None:
                 return replay
         accelerator, models = self.check(upload, limits)
+        base = self.kernel_base(upload, owner)
         # Nothing is written yet: end the read transaction so neither a pooled connection nor
         # SQLite's write lock is held while the fit runs (fits queue on a small pool).
         self.session.rollback()
-        result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s)
+        result = run_fit(upload.measurements, accelerator, models, limits.fit_budget_s, base.params)
         return self._commit(
             owner,
             idempotency_key,
             fingerprint,
-            lambda: self._store(upload, result, owner, visibility),
+            lambda: self._store(upload, result, owner, visibility, base),
         )
+
+    def kernel_base(self, upload: CalibrationUpload, viewer: str) -> KernelBase:
+        """For an upload of end-to-end runs without kernel measurements of some kind (gemm,
+        attention, collective): that kind's efficiencies from the newest profile of the
+        accelerator that ``viewer`` may see and that was fitted on such measurements, so the
+        runs fit only the engine terms (benchmarks/results/accuracy.md §7e: held-out TPOT on
+        unseen models 11.9% with spec-sheet kernels, 5.6% with the kernel tables)."""
+        kinds = {m.kind for m in upload.measurements}
+        missing = [k for k in KERNEL_KINDS if k not in kinds]
+        if not kinds & {"static", "serving"} or not missing:
+            return KernelBase()
+        values = DEFAULT_EFFICIENCY.to_dict()
+        sources: dict[str, str] = {}
+        accelerator = upload.metadata.accelerator
+        for row in self.profiles.newest_visible(accelerator, viewer, KERNEL_SEARCH_LIMIT):
+            by_kind = row.summary.get("fit", {}).get("n_by_kind", {})
+            found = [k for k in missing if k not in sources and by_kind.get(k)]
+            if not found:
+                continue
+            stored = CalibrationResult.from_dict(row.result).values
+            for kind in found:
+                values.update({name: stored[name] for name in kernel_parameter_names(kind)})
+                sources[kind] = row.id
+            if len(sources) == len(missing):
+                break
+        if not sources:
+            return KernelBase()
+        ordered = {k: sources[k] for k in KERNEL_KINDS if k in sources}
+        return KernelBase(EfficiencyParams.from_dict(values), ordered)
 
     def create_per_backend(
         self,
@@ -339,16 +395,18 @@ class CalibrationService:
                 return replay
         parts = split_by_backend(upload)
         accelerator, models = self.check(upload, limits, one_backend=False)
+        bases = [self.kernel_base(part, owner) for part in parts]
         self.session.rollback()
         results = [
-            run_fit(part.measurements, accelerator, models, limits.fit_budget_s) for part in parts
+            run_fit(part.measurements, accelerator, models, limits.fit_budget_s, base.params)
+            for part, base in zip(parts, bases, strict=True)
         ]
 
         def store() -> dict[str, Any]:
             return {
                 "items": [
-                    self._store(p, r, owner, visibility)
-                    for p, r in zip(parts, results, strict=True)
+                    self._store(p, r, owner, visibility, b)
+                    for p, r, b in zip(parts, results, bases, strict=True)
                 ]
             }
 
@@ -391,7 +449,12 @@ class CalibrationService:
         raise AssertionError("unreachable")
 
     def _store(
-        self, upload: CalibrationUpload, result: CalibrationResult, owner: str, visibility: str
+        self,
+        upload: CalibrationUpload,
+        result: CalibrationResult,
+        owner: str,
+        visibility: str,
+        base: KernelBase,
     ) -> dict[str, Any]:
         meta = upload.metadata
         self.profiles.lock_series(meta.accelerator, meta.backend, meta.name)
@@ -404,7 +467,7 @@ class CalibrationService:
             version=self.profiles.next_version(meta.accelerator, meta.backend, meta.name),
             n_measurements=len(upload.measurements),
             result=json_safe(result.to_dict()),
-            summary=summary_of(upload, result),
+            summary=summary_of(upload, result, base),
             created_at=utcnow(),
             owner=owner,
             visibility=visibility,

@@ -1,12 +1,15 @@
 """POST /v1/calibrations with several files in one multipart upload: one profile fitted on all
 of them (kernel tables beside end-to-end runs), errors naming the file, and fp4-labelled runs on
-an accelerator without fp4 tensor cores accepted as the fit reads them."""
+an accelerator without fp4 tensor cores accepted as the fit reads them. Runs uploaded without
+kernel tables build on the newest profile fitted on them (``fit.kernels_from``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 ROOT = Path(__file__).parents[2]
@@ -106,6 +109,10 @@ def test_fp4_labelled_runs_fit_as_weight_only_where_the_chip_has_no_fp4_peak(
     assert any("weight-only" in w for w in profile["warnings"])
 
 
+def _kernel_files() -> list[Any]:
+    return [(p.name, p.read_bytes(), "text/csv") for p in (GEMM, NCCL)]
+
+
 def test_runs_without_kernel_tables_are_warned_about(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
@@ -113,6 +120,58 @@ def test_runs_without_kernel_tables_are_warned_about(
     alone = _post(client, auth_headers, [serving], backend="trtllm")
     assert alone.status_code == 201, alone.text
     assert any(w.startswith("no kernel measurements") for w in alone.json()["warnings"])
-    both = _post(client, auth_headers, [(GEMM.name, GEMM.read_bytes(), "text/csv"), serving])
+    assert alone.json()["fit"]["kernels_from"] == {}
+    both = _post(client, auth_headers, [*_kernel_files(), serving])
     assert both.status_code == 201, both.text
     assert not any(w.startswith("no kernel measurements") for w in both.json()["warnings"])
+    assert both.json()["fit"]["kernels_from"] == {}  # it measured its own
+
+
+def test_runs_build_on_the_newest_kernel_profile_as_if_uploaded_with_it(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """Kernel tables and runs uploaded apart give the profile one upload of both gives: the
+    kernel stage comes first and does not see the runs."""
+    kernels = _post(client, auth_headers, _kernel_files(), name="kernels")
+    assert kernels.status_code == 201, kernels.text
+    kernel_id = kernels.json()["id"]
+    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    apart = _post(client, auth_headers, [serving], backend="trtllm", name="apart")
+    assert apart.status_code == 201, apart.text
+    together = _post(client, auth_headers, [*_kernel_files(), serving], name="together")
+    assert together.status_code == 201, together.text
+    built = apart.json()
+    assert built["fit"]["kernels_from"] == {"gemm": kernel_id, "collective": kernel_id}
+    assert any(kernel_id in w for w in built["warnings"])
+    assert not any(w.startswith("no kernel measurements") for w in built["warnings"])
+    engine = {"step_overhead_us", "layer_overhead_us", "sequence_layer_overhead_us"}
+    for name in engine:
+        assert built["parameters"][name] == pytest.approx(
+            together.json()["parameters"][name], rel=1e-6
+        )
+    tpot = "serving.tpot_ms"
+    assert (
+        built["fit"]["metrics"][tpot]["after"] == together.json()["fit"]["metrics"][tpot]["after"]
+    )
+
+
+def test_another_keys_private_kernel_profile_is_not_built_on(
+    client: TestClient, auth_headers: dict[str, str], make_api_key: Callable[..., str]
+) -> None:
+    private = client.post(
+        "/v1/calibrations",
+        files=[("file", f) for f in _kernel_files()],
+        params={"accelerator": "h100-sxm", "visibility": "private"},
+        headers=auth_headers,
+    )
+    assert private.status_code == 201, private.text
+    other = {"X-API-Key": make_api_key("write", name="other")}
+    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    theirs = _post(client, other, [serving], backend="trtllm")
+    assert theirs.status_code == 201, theirs.text
+    assert theirs.json()["fit"]["kernels_from"] == {}
+    mine = _post(client, auth_headers, [serving], backend="trtllm", name="mine")
+    assert mine.json()["fit"]["kernels_from"] == {
+        "gemm": private.json()["id"],
+        "collective": private.json()["id"],
+    }

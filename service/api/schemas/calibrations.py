@@ -239,6 +239,13 @@ class FitOut(BaseModel):
         description="Load-generator terms by load pattern (closed_loop); applied only to "
         "estimates of that pattern, never as engine behaviour.",
     )
+    kernels_from: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kernel kind (gemm, attention, collective) → id of the profile whose "
+        "kernel efficiencies this one starts from: an upload of end-to-end runs without "
+        "kernel measurements of that kind builds on the newest profile of the accelerator "
+        "fitted on them; empty when the upload measures its own kernels or none was found.",
+    )
 
 
 class CalibrationProfileOut(BaseModel):

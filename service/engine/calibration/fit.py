@@ -85,6 +85,27 @@ COLLECTIVE_NAMES = (
 )
 
 
+ATTENTION_NAMES = (
+    "attention_kernel_latency_us",
+    "attention_work_item_us",
+    *(f"kv_bandwidth_efficiency_{g}" for g in DTYPE_GROUPS),
+    "attention_compute_efficiency",
+    "attention_half_efficiency_tokens",
+)
+
+
+def kernel_parameter_names(kind: str) -> tuple[str, ...]:
+    """Every parameter that kernel measurements of ``kind`` (gemm, attention, collective) set,
+    the streaming fraction the GEMM fit also sets (``_sync_streaming``) included."""
+    if kind == "gemm":
+        return (*(n for g in DTYPE_GROUPS for n in gemm_names(g)), "memory_bandwidth_efficiency")
+    if kind == "attention":
+        return ATTENTION_NAMES
+    if kind == "collective":
+        return COLLECTIVE_NAMES
+    raise ValueError(f"unknown kernel kind {kind!r}")
+
+
 def gemm_names(group: str) -> tuple[str, ...]:
     """Names of the GEMM parameters fitted for one dtype group (``bf16`` or ``fp8``)."""
     return (
@@ -525,7 +546,9 @@ def fit(
 ) -> CalibrationResult:
     """Fit a profile for ``accelerator`` from measurements taken on it (models by catalog id).
 
-    Parameters without measurements keep their value in ``base`` (default: the priors).
+    Parameters without measurements keep their value in ``base`` (default: the priors; a
+    service passes the kernel efficiencies of another profile here when the upload holds
+    end-to-end runs without kernel tables).
     """
     start = base.to_dict()
     values = dict(start)
@@ -566,12 +589,12 @@ def fit(
     backend: str | None = None
     priors: Mapping[str, Prior] = {}
     spreads: dict[str, dict[str, ExtrapolationSpread]] = {}
-    if known and not stages:
+    if known and not stages and base == DEFAULT_EFFICIENCY:
         warnings.append(
             "no kernel measurements: the kernels keep their spec-sheet efficiencies and the "
             "engine overheads fitted on these runs absorb the kernels' error, which carries "
             "poorly to other models; upload the kernel tables with the runs (several files in "
-            "one upload) to price kernels from measurements"
+            "one upload), or before them, to price kernels from measurements"
         )
     if known:
         left_out: list[StaticMeasurement | ServingMeasurement] = []
