@@ -175,3 +175,32 @@ def test_another_keys_private_kernel_profile_is_not_built_on(
         "gemm": private.json()["id"],
         "collective": private.json()["id"],
     }
+
+
+def test_the_shipped_h100_data_in_one_request_makes_one_profile_per_backend(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """Every shipped H100 file (four kernel tables, three serving sets) in one upload, split by
+    backend: each engine's profile holds all the kernel tables and only its own runs."""
+    shipped = ROOT / "benchmarks" / "data" / "h100"
+    paths = sorted(shipped.glob("*.csv"))
+    response = client.post(
+        "/v1/calibrations",
+        files=[("file", (p.name, p.read_bytes(), "text/csv")) for p in paths],
+        params={"accelerator": "h100-sxm", "split_by_backend": "true"},
+        headers=auth_headers,
+    )
+    assert response.status_code == 201, response.text
+    runs: dict[str, int] = {}
+    for p in paths:
+        if p.name.startswith("serving_"):
+            for row in p.read_text().strip().splitlines()[1:]:
+                runs[row.split(",")[1]] = runs.get(row.split(",")[1], 0) + 1
+    profiles = {p["backend"]: p for p in response.json()["items"]}
+    assert set(profiles) == set(runs) == {"sglang", "trtllm", "vllm"}
+    for backend, profile in profiles.items():
+        by_kind = profile["fit"]["n_by_kind"]
+        assert set(by_kind) == {"gemm", "attention", "collective", "serving"}
+        assert by_kind["serving"] == runs[backend]
+        assert profile["fit"]["kernels_from"] == {}
+    assert any("weight-only" in w for w in profiles["vllm"]["warnings"])  # gpt-oss-120b
