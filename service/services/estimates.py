@@ -107,7 +107,7 @@ class AnalysisService:
             context_tokens=spec.context_tokens,
             precision=target.precision,
             parallelism=target.parallelism,
-            params=profile_params(resolved, target, None),
+            params=profile_params(resolved, target, model, None),
         )
         return {
             "model": model.id,
@@ -159,7 +159,7 @@ class AnalysisService:
             accelerator,
             target.precision,
             target.parallelism,
-            profile_params(resolved, target, "serving"),
+            profile_params(resolved, target, model, "serving"),
             target.backend,
         )
         prepared = prepare(
@@ -238,7 +238,7 @@ class AnalysisService:
             mode=first.mode,
             load_pattern=first.load_pattern,
             max_running_requests=running_cap(target, accelerator),
-            params=profile_params(resolved, target, first.mode),
+            params=profile_params(resolved, target, model, first.mode),
             prices_usd_per_hour=[first.price_usd_per_hour] * len(groups),
         )
         columns: dict[str, Any] = {
@@ -276,7 +276,7 @@ class AnalysisService:
             mode=first.mode,
             load_pattern=first.load_pattern,
             max_running_requests=running_cap(target, accelerator),
-            params=profile_params(resolved, target, first.mode),
+            params=profile_params(resolved, target, model, first.mode),
             price_usd_per_hour=first.price_usd_per_hour,
         )
         found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
@@ -320,13 +320,15 @@ def running_cap(target: AnalysisTarget, accelerator: Accelerator) -> int | None:
 
 
 def profile_params(
-    resolved: ResolvedEfficiency, target: AnalysisTarget, mode: str | None
+    resolved: ResolvedEfficiency, target: AnalysisTarget, model: ModelShape, mode: str | None
 ) -> EfficiencyParams:
-    """The resolved parameters within the profile's reach for this layout, backend and mode."""
+    """The resolved parameters within the profile's reach for this model, layout, backend and
+    mode."""
     return reach_params(
         resolved.profile,
         resolved.params,
         gpus=target.parallelism.gpus_per_replica,
         backend=target.backend,
         mode=mode,
+        model=model,
     )

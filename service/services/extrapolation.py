@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy.typing as npt
 
-from service.engine.calibration.domain import Domain, extrapolation, extrapolation_amounts
+from service.engine.calibration.domain import (
+    Domain,
+    extrapolation,
+    extrapolation_amounts,
+    model_kind,
+)
 from service.engine.calibration.priors import Prior
 from service.engine.calibration.reach import within_reach
 from service.engine.efficiency import EfficiencyParams
@@ -59,12 +64,17 @@ def reach_params(
     gpus: float,
     backend: str | None = None,
     mode: str | None = None,
+    model: ModelShape | None = None,
 ) -> EfficiencyParams:
-    """The profile's parameters for a request on ``gpus`` GPUs in ``mode`` (``within_reach``)."""
+    """The profile's parameters for a request on ``gpus`` GPUs in ``mode`` for ``model``
+    (``within_reach``)."""
     if profile is None or profile.get("domain") is None:
         return params
     priors = {
         k: Prior(float(p["mean"]), float(p["sd"])) for k, p in profile.get("priors", {}).items()
     }
     domain = Domain.from_dict(profile["domain"])
-    return within_reach(params, priors, domain, gpus=gpus, backend=backend, mode=mode)
+    kind = model_kind(model) if model is not None else None
+    return within_reach(
+        params, priors, domain, gpus=gpus, backend=backend, mode=mode, model_kind=kind
+    )

@@ -344,6 +344,7 @@ class PlanningService:
                                     gpus=layout.gpus_per_replica,
                                     backend=spec.backend,
                                     mode=mode,
+                                    model=model,
                                 ),
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,

@@ -267,6 +267,27 @@ def test_a_mode_the_profile_has_no_runs_of_takes_the_engine_priors() -> None:
     assert static.gemm_compute_efficiency_bf16 == fitted.gemm_compute_efficiency_bf16
 
 
+def test_a_model_of_a_kind_the_profile_never_saw_takes_the_per_sequence_prior() -> None:
+    from service.engine.calibration.reach import within_reach
+
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")
+    assert {m.kind for m in domain.models} == {"dense"}
+    fitted = DEFAULT_EFFICIENCY.replace(sequence_layer_overhead_us=0.3, step_overhead_us=123.0)
+    priors = BACKEND_PRIORS["trtllm"]
+    dense = within_reach(fitted, priors, domain, gpus=2.0, model_kind="dense")
+    assert dense == fitted
+    moe = within_reach(fitted, priors, domain, gpus=2.0, model_kind="moe")
+    assert moe.sequence_layer_overhead_us == priors["sequence_layer_overhead_us"].mean == 0.8
+    assert moe.step_overhead_us == 123.0  # host work per step does not depend on the model
+    # a profile's own predictions follow the same rule: an MoE run is priced with the prior
+    result = CalibrationResult(
+        accelerator="h100-sxm", efficiency=fitted, standard_errors={}, n_measurements={},
+        quality={}, residual_quantiles={}, domain=domain, prior_backend="trtllm",
+        priors=priors,
+    )  # fmt: skip
+    assert result.params_for(gpus=2.0, model_kind="mla").sequence_layer_overhead_us == 0.8
+
+
 def test_domain_records_backend_versions_and_load_patterns() -> None:
     runs = _serving(0.0, 0)
     runs[0] = replace(runs[0], backend_version="1.0.0rc3")

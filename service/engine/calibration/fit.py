@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from service.engine.calibration import end_to_end as e2e
-from service.engine.calibration.domain import Domain
+from service.engine.calibration.domain import Domain, model_kind
 from service.engine.calibration.end_to_end import RunPredictions
 from service.engine.calibration.extrapolation_cv import extrapolation_spreads
 from service.engine.calibration.intervals import (
@@ -171,12 +171,14 @@ class CalibrationResult:
 
         As estimates do: per GPU count and backend, parameters within their reach (reach.py).
         """
-        by_layout: dict[tuple[int, str | None, str], list[int]] = {}
+        by_layout: dict[tuple[int, str | None, str, str | None], list[int]] = {}
         for i, r in enumerate(runs):
-            by_layout.setdefault((r.tp * r.pp, r.backend, mode_of(r)), []).append(i)
+            shape = models.get(r.model)
+            kind = model_kind(shape) if shape is not None else None
+            by_layout.setdefault((r.tp * r.pp, r.backend, mode_of(r), kind), []).append(i)
         parts = []
-        for (gpus, backend, mode), idx in by_layout.items():
-            params = self.params_for(gpus=float(gpus), backend=backend, mode=mode)
+        for (gpus, backend, mode, kind), idx in by_layout.items():
+            params = self.params_for(gpus=float(gpus), backend=backend, mode=mode, model_kind=kind)
             got = e2e.predict_runs([runs[i] for i in idx], accelerator, models, params)
             parts.append(replace(got, run=np.asarray(idx, dtype=np.intp)[got.run]))
         if not parts:
@@ -191,11 +193,22 @@ class CalibrationResult:
         )
 
     def params_for(
-        self, *, gpus: float, backend: str | None = None, mode: str | None = None
+        self,
+        *,
+        gpus: float,
+        backend: str | None = None,
+        mode: str | None = None,
+        model_kind: str | None = None,
     ) -> EfficiencyParams:
         """The efficiencies an estimate on ``gpus`` GPUs uses (``reach.within_reach``)."""
         return within_reach(
-            self.efficiency, self.priors, self.domain, gpus=gpus, backend=backend, mode=mode
+            self.efficiency,
+            self.priors,
+            self.domain,
+            gpus=gpus,
+            backend=backend,
+            mode=mode,
+            model_kind=model_kind,
         )
 
     def quantiles(self, metric: str) -> ResidualQuantiles:

@@ -154,7 +154,7 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
         "model": _spread(0.0),
-        "model_kind": _spread(0.131),
+        "model_kind": _spread(0.103),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
         "concurrency_above": _spread(0.088, per_doubling=True),
@@ -164,7 +164,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     },
     "serving.ttft_ms": {
         "model": _spread(0.405),
-        "model_kind": _spread(0.613),
+        "model_kind": _spread(0.619),
         "backend": _spread(0.0),
         "mode": _spread(2.075),
         "concurrency_above": _spread(0.25, per_doubling=True),
@@ -174,7 +174,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     },
     "static.latency_ms": {
         "model": _spread(0.005),
-        "model_kind": _spread(0.151),
+        "model_kind": _spread(0.145),
         "mode": _spread(0.227),
     },
 }

@@ -22,6 +22,15 @@ predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the re
 17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 9 of
 its narrative.) The closed-loop admission wait describes the load generator, not the engine,
 and is kept; the queue share, which the engine's scheduler sets, follows the backend.
+
+The per-sequence cost (``sequence_layer_overhead_us``) is bound to the kinds of model fitted
+(dense, MoE, MLA: ``domain.model_kind``): besides host work per sequence it carries whatever per-
+token work the kernel model prices differently for that architecture (how many distinct experts
+a batch routes to, above all). On the shipped runs it fits 0.54–0.91 µs per sequence per layer
+on four dense data sets and 0.38 on the one MoE set, gpt-oss-120b. A request for a model of a
+kind the profile has no runs of takes its prior instead. (Chosen after seeing section 7 of
+benchmarks/results/accuracy.md, where Qwen3-32B predicted from gpt-oss-120b was the one
+calibrated group worse than the spec sheet; narrative item 26 there gives the effects.)
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from service.engine.efficiency import EfficiencyParams
 
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
+# parameters whose evidence holds only for the kinds of model fitted (dense, MoE, MLA)
+MODEL_KIND_BOUND = ("sequence_layer_overhead_us",)
 HALF_PER_DOUBLING = 0.5
 
 
@@ -47,6 +58,7 @@ def within_reach(
     gpus: float,
     backend: str | None = None,
     mode: str | None = None,
+    model_kind: str | None = None,
 ) -> EfficiencyParams:
     """``params`` with each range-bound parameter moved toward its prior outside its evidence."""
     if domain is None or domain.empty:
@@ -58,6 +70,9 @@ def within_reach(
     if mode and domain.modes and mode not in domain.modes:
         engine = [n for n in priors if engine_side(n)]
         params = params.replace(**{name: priors[name].mean for name in engine})
+    if model_kind and domain.models and model_kind not in {m.kind for m in domain.models}:
+        bound = {n: priors[n].mean for n in MODEL_KIND_BOUND if n in priors}
+        params = params.replace(**bound) if bound else params
     features = {"gpus": gpus}
     changes: dict[str, float] = {}
     for name, dimension in REACH.items():
