@@ -349,8 +349,8 @@ class CalibrationService:
         """For an upload of end-to-end runs without kernel measurements of some kind (gemm,
         attention, collective): that kind's efficiencies from the newest profile of the
         accelerator that ``viewer`` may see and that was fitted on such measurements, so the
-        runs fit only the engine terms (benchmarks/results/accuracy.md §7e: held-out TPOT on
-        unseen models 11.9% with spec-sheet kernels, 5.6% with the kernel tables)."""
+        runs fit only the engine terms, as one upload of both would (the kernel stage never
+        sees the runs; benchmarks/results/accuracy.md §7e measures what the tables add)."""
         kinds = {m.kind for m in upload.measurements}
         missing = [k for k in KERNEL_KINDS if k not in kinds]
         if not kinds & {"static", "serving"} or not missing:
