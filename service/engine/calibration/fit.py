@@ -85,13 +85,14 @@ COLLECTIVE_NAMES = (
 )
 
 
-ATTENTION_NAMES = (
-    "attention_kernel_latency_us",
-    "attention_work_item_us",
-    *(f"kv_bandwidth_efficiency_{g}" for g in DTYPE_GROUPS),
-    "attention_compute_efficiency",
-    "attention_half_efficiency_tokens",
-)
+# attention parameter → (phase whose kernels fit it, "" for either; decode KV dtype group, "" any)
+ATTENTION_PARAMETERS: Mapping[str, tuple[str, str]] = {
+    "attention_kernel_latency_us": ("", ""),
+    "attention_work_item_us": ("decode", ""),
+    **{f"kv_bandwidth_efficiency_{g}": ("decode", g) for g in DTYPE_GROUPS},
+    "attention_compute_efficiency": ("prefill", ""),
+    "attention_half_efficiency_tokens": ("prefill", ""),
+}
 
 
 def kernel_parameter_names(kind: str) -> tuple[str, ...]:
@@ -100,7 +101,7 @@ def kernel_parameter_names(kind: str) -> tuple[str, ...]:
     if kind == "gemm":
         return (*(n for g in DTYPE_GROUPS for n in gemm_names(g)), "memory_bandwidth_efficiency")
     if kind == "attention":
-        return ATTENTION_NAMES
+        return tuple(ATTENTION_PARAMETERS)
     if kind == "collective":
         return COLLECTIVE_NAMES
     raise ValueError(f"unknown kernel kind {kind!r}")
@@ -397,15 +398,13 @@ def _kernel_stages(measurements: Sequence[Measurement]) -> list[_Stage]:
         ]
         stages.append(_Stage(f"gemm_{g}", items, gemm_names(g)))
     attention = [m for m in measurements if isinstance(m, AttentionMeasurement)]
-    names = ["attention_kernel_latency_us"]
-    if any(m.phase == "decode" for m in attention):
-        names.append("attention_work_item_us")
-    for g in DTYPE_GROUPS:
-        if any(m.phase == "decode" and dtype_group(m.kv_dtype) == g for m in attention):
-            names.append(f"kv_bandwidth_efficiency_{g}")
-    if any(m.phase == "prefill" for m in attention):
-        names += ["attention_compute_efficiency", "attention_half_efficiency_tokens"]
-    stages.append(_Stage("attention", list(attention), tuple(names)))
+    measured = {(m.phase, dtype_group(m.kv_dtype)) for m in attention}
+    names = tuple(
+        name
+        for name, (phase, group) in ATTENTION_PARAMETERS.items()
+        if not phase or any(p == phase and group in ("", g) for p, g in measured)
+    )
+    stages.append(_Stage("attention", list(attention), names))
     collectives: list[KernelMeasurement] = [
         m for m in measurements if isinstance(m, CollectiveMeasurement)
     ]
