@@ -240,12 +240,17 @@ def gemm_cost(
     accelerator: Hardware,
     params: EfficiencyParams,
     rates: GemmRates | None = None,
+    grid_columns: npt.ArrayLike | None = None,
 ) -> KernelCost:
     """Cost one GEMM x[m, k] · W[k, n]; m = 0 costs nothing.
 
-    compute: 2mnk / (peak · eff_max · m/(m + m_half) · n/(n + n_half)); memory: weights + input +
+    compute: 2mnk / (peak · eff_max · m/(m + m_half) · N/(N + n_half)); memory: weights + input +
     output bytes at the dtype's GEMM bandwidth fraction; plus the dtype's launch latency.
-    ``rates`` (``GemmRates.of`` the same dtype, accelerator and params) skips their lookup.
+    N is the columns the kernel's grid spans: n for a GEMM of its own; ``grid_columns`` for a
+    grouped kernel (one launch over several experts' weights, each n wide) whose tiles fill the
+    GPU together, at least n. The column roll-off stands for a narrow GEMM's tiles leaving SMs
+    idle, which a grid over many experts does not. ``rates`` (``GemmRates.of`` the same dtype,
+    accelerator and params) skips their lookup.
     """
     if rates is None:
         rates = GemmRates.of(compute_dtype, accelerator, params)
@@ -256,8 +261,11 @@ def gemm_cost(
     # Weights + input rows + output rows; nothing moves when m = 0.
     row_bytes = k_ * activation_bytes_per_element + n_ * out_bytes
     nbytes = weight_elements * weight_bytes_per_element + m_ * row_bytes
-    # flops / (peak · eff_max · m/(m+m_half) · n/(n+n_half)) written without dividing by m or n.
-    seconds_per_row = 2.0 * k_ * (n_ + rates.half_columns) / rates.peak_flops_s
+    # flops / (peak · eff_max · m/(m+m_half) · N/(N+n_half)) written without dividing by m or n.
+    half_columns: float | FloatArray = rates.half_columns
+    if grid_columns is not None and rates.half_columns > 0:
+        half_columns = half_columns * n_ / maximum(values(grid_columns), n_)
+    seconds_per_row = 2.0 * k_ * (n_ + half_columns) / rates.peak_flops_s
     compute_s = (m_ + rates.half_rows) * seconds_per_row
     latency_s: float | FloatArray = rates.latency_s
     # A GEMM with no rows moves and launches nothing.

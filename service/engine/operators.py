@@ -340,10 +340,18 @@ class _StepBuilder:
         return KernelCost(z, z, z, z, z, z)
 
     def gemm(
-        self, m: FloatArray, n: float, k: float, *, quantized: bool = True, launch: bool = True
+        self,
+        m: FloatArray,
+        n: float,
+        k: float,
+        *,
+        quantized: bool = True,
+        launch: bool = True,
+        grid_columns: FloatArray | None = None,
     ) -> KernelCost:
-        """Cost one GEMM of this step; ``launch=False`` leaves out its launch latency (the MoE
-        experts' fused kernels, launched once per matrix for all experts)."""
+        """Cost one GEMM of this step; ``launch=False`` leaves out its launch latency and
+        ``grid_columns`` widens its grid (the MoE experts' fused kernels, launched once per
+        matrix for all experts; ``kernels.gemm_cost``)."""
         dtype, weight_bytes, activation_bytes = self.gemm_terms[quantized]
         return gemm_cost(
             m,
@@ -355,6 +363,7 @@ class _StepBuilder:
             accelerator=self.acc,
             params=self.params,
             rates=self._gemm_rates_at(dtype, launch),
+            grid_columns=grid_columns,
         )
 
     def _gemm_rates_at(self, dtype: str, launch: bool) -> GemmRates:
@@ -561,15 +570,16 @@ class _StepBuilder:
             with np.errstate(divide="ignore", invalid="ignore"):
                 rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
         # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
-        # kernel per matrix.
+        # kernel per matrix, its grid over every touched expert on the GPU.
         width = m.moe_intermediate_size * self.par.ep / self.par.moe_group_gpus
         d = m.hidden_size
         up = 2.0 * width if m.ffn_type == "glu" else width
-        one = self.gemm(rows_per_expert, up, d, launch=False) + self.gemm(
-            rows_per_expert, d, width, launch=False
-        )
         # The busiest GPU holds ceil(E / ep) experts: that share of the touched ones.
-        experts = one.scaled(touched * (self.par.experts_per_gpu(m) / m.num_experts))
+        touched_here = touched * (self.par.experts_per_gpu(m) / m.num_experts)
+        one = self.gemm(
+            rows_per_expert, up, d, launch=False, grid_columns=touched_here * up
+        ) + self.gemm(rows_per_expert, d, width, launch=False, grid_columns=touched_here * d)
+        experts = one.scaled(touched_here)
         launch_s = self.params.gemm_kernel_latency_us(self.prec.compute_dtype) * 1e-6
         launches = where(tokens > 0, 2.0 * launch_s, 0.0)
         z = self._zeros()

@@ -109,6 +109,35 @@ def test_gemm_output_width_term(h100: Accelerator) -> None:
     assert np.array_equal(bf.compute_s, bf_plain.compute_s)
 
 
+def test_a_grouped_kernel_pays_the_column_term_over_its_whole_grid(h100: Accelerator) -> None:
+    """T experts' GEMMs in one grid cost, in compute, what one GEMM T times as wide costs: the
+    column roll-off belongs to the grid, not to each expert's narrow slice of it."""
+    p = DEFAULT_EFFICIENCY.replace(
+        gemm_half_efficiency_columns_fp8=2600.0, gemm_half_efficiency_rows_fp8=150.0
+    )
+    fp8 = {"weight_bytes_per_element": 1.0, "activation_bytes_per_element": 1.0}
+    experts, n = 80.0, 384.0
+    one = gemm_cost(
+        2.0,
+        n,
+        4096,
+        compute_dtype="fp8",
+        accelerator=h100,
+        params=p,
+        grid_columns=experts * n,
+        **fp8,
+    )
+    wide = gemm_cost(2.0, experts * n, 4096, compute_dtype="fp8", accelerator=h100, params=p, **fp8)
+    assert float(one.compute_s) * experts == pytest.approx(float(wide.compute_s), rel=1e-9)
+    alone = gemm_cost(2.0, n, 4096, compute_dtype="fp8", accelerator=h100, params=p, **fp8)
+    assert float(one.memory_s) == float(alone.memory_s)
+    # a grid narrower than one GEMM is that GEMM
+    narrow = gemm_cost(
+        2.0, n, 4096, compute_dtype="fp8", accelerator=h100, params=p, grid_columns=1.0, **fp8
+    )
+    assert float(narrow.compute_s) == float(alone.compute_s)
+
+
 def test_kv_bandwidth_and_attention_length_terms(h100: Accelerator) -> None:
     p = DEFAULT_EFFICIENCY.replace(
         attention_kernel_latency_us=0.0,
