@@ -25,6 +25,9 @@ from service.engine.shapes import ModelShape
 DATA_DIR = Path(__file__).resolve().parent / "data"
 H100_DIR = DATA_DIR / "h100"
 ARGONNE = DATA_DIR / "raw" / "argonne-lcf__LLM-Inference-Bench" / "Plots" / "All_results.csv"
+# One TTFT run per (accelerator, engine, model): a static batch of 16 prompts of 1,024 tokens
+# generating one token each (the paper's figure 21).
+ARGONNE_TTFT = ARGONNE.parent / "Fig_21" / "all_results_TTFT.csv"
 KERNEL_FILES = ("gemm.csv", "decode_attention.csv", "prefill_attention.csv", "nccl.csv")
 STATIC_BACKENDS = ("vllm", "trtllm")
 
@@ -56,13 +59,14 @@ def kernel_measurements(files: tuple[str, ...] = KERNEL_FILES) -> list[Measureme
 
 
 def argonne_static(
-    accelerator: str, aliases: dict[str, str]
+    accelerator: str, aliases: dict[str, str], source: Path = ARGONNE
 ) -> tuple[list[StaticMeasurement], list[str]]:
-    """Argonne vLLM/TensorRT-LLM static-batch rows for one accelerator, models mapped to ids.
+    """Argonne vLLM/TensorRT-LLM static-batch rows for one accelerator, models mapped to ids
+    (``source``: the whole-batch latency table, or ``ARGONNE_TTFT``).
 
     Rows whose model is not in the catalog (Qwen2-7B/72B, DeciLM, ...) are left out and named.
     """
-    parsed = parse_csv(ARGONNE.read_text())
+    parsed = parse_csv(source.read_text())
     kept: list[StaticMeasurement] = []
     skipped: set[str] = set()
     for m in parsed.measurements:

@@ -246,11 +246,12 @@ def profile_cache(engine: Engine) -> ProfileCache:
 def interval_columns(
     resolved: ResolvedEfficiency,
     result: EstimateResult,
-    extrapolating: Mapping[str, Any] | None = None,
+    extrapolating: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, list[float | None]]:
     """80% interval bounds per point (``ttft_ms_p10`` ...); None without a calibration profile.
 
-    ``extrapolating`` (``extrapolation.request_extrapolation``) widens them outside the domain.
+    ``extrapolating`` (per metric, ``extrapolation.request_extrapolation``) widens them outside
+    the domain.
     """
     if resolved.profile is None:
         points = int(np.size(result.ttft_ms))

@@ -37,7 +37,7 @@ from service.services.answer_json import (
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, interval_columns
 from service.services.errors import FieldError, ServiceError
-from service.services.extrapolation import reach_params, request_extrapolation
+from service.services.extrapolation import Amounts, reach_params, request_extrapolation
 from service.services.target_lookup import CatalogLookup, Loaded
 from service.services.traffic import Deployment, prepare, run_traffic
 
@@ -294,7 +294,7 @@ class AnalysisService:
         accelerator: Accelerator,
         resolved: ResolvedEfficiency,
         result: EstimateResult,
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    ) -> tuple[list[dict[str, Any]], Amounts | None]:
         """What of the request lies outside the profile's domain, and the widening amounts."""
         return request_extrapolation(
             resolved.profile,

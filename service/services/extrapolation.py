@@ -19,7 +19,9 @@ from service.engine.efficiency import EfficiencyParams
 from service.engine.estimate import EstimateResult
 from service.engine.shapes import ModelShape
 
-NO_EXTRAPOLATION: tuple[list[dict[str, Any]], dict[str, npt.ArrayLike] | None] = ([], None)
+# Per metric (ttft_ms, tpot_ms): widening kind → amount (domain.extrapolation_amounts).
+Amounts = dict[str, dict[str, npt.ArrayLike]]
+NO_EXTRAPOLATION: tuple[list[dict[str, Any]], Amounts | None] = ([], None)
 
 
 def request_extrapolation(
@@ -30,8 +32,9 @@ def request_extrapolation(
     *,
     weights_dtype: str,
     backend: str | None,
-) -> tuple[list[dict[str, Any]], dict[str, npt.ArrayLike] | None]:
-    """The ``calibration.extrapolation`` items and the interval widening amounts by kind.
+) -> tuple[list[dict[str, Any]], Amounts | None]:
+    """The ``calibration.extrapolation`` items and, per metric, the interval widening amounts
+    by kind (a static batch's TTFT, its prefill, ignores the output length).
 
     Profiles stored before domains were recorded have neither (their intervals keep the old
     distance widening): ``([], None)``.
@@ -54,7 +57,16 @@ def request_extrapolation(
         backend=backend,
         **request,
     )
-    return [e.as_dict() for e in found], extrapolation_amounts(domain, found, **request)
+    amounts = {
+        metric: extrapolation_amounts(
+            domain,
+            found,
+            prefill_only=metric == "ttft_ms" and result.mode == "static",
+            **request,
+        )
+        for metric in ("ttft_ms", "tpot_ms")
+    }
+    return [e.as_dict() for e in found], amounts
 
 
 def reach_params(

@@ -15,7 +15,13 @@ from service.engine.calibration.domain import (
 )
 from service.engine.calibration.end_to_end import fit_end_to_end, predict_runs
 from service.engine.calibration.fit import CalibrationResult, fit
-from service.engine.calibration.intervals import ExtrapolationSpread, spread_sigma
+from service.engine.calibration.intervals import (
+    DEFAULT_SPREADS,
+    Z_90,
+    ExtrapolationSpread,
+    prediction_interval,
+    spread_sigma,
+)
 from service.engine.calibration.measurements import ServingMeasurement
 from service.engine.calibration.priors import BACKEND_PRIORS, GENERIC, prior_backend
 from service.engine.efficiency import DEFAULT_EFFICIENCY, HARNESS_TERMS, engine_only
@@ -127,6 +133,49 @@ def test_spread_sigma_adds_kinds_in_quadrature_per_doubling() -> None:
     s = spread_sigma(spreads, {"model": 1.0, "concurrency": np.array([0.0, 2.0])})
     np.testing.assert_allclose(s, [0.3, np.hypot(0.3, 0.2)])
     assert float(spread_sigma(spreads, {})) == 0.0
+
+
+def test_a_static_batchs_ttft_ignores_the_output_length_it_did_not_fit() -> None:
+    """A static batch's TTFT is its prefill: an output length below the fitted range widens
+    its TPOT (the decode steps), not its TTFT; an input length below it widens both."""
+    domain = Domain.of_runs(_serving(0.0, 0), MODELS, "h100-sxm")  # output 128 only
+    request = dict(
+        model=MODELS["qwen3-32b"], accelerator="h100-sxm", mode="static",
+        batch_sizes=np.array([16.0]), input_tokens=1024.0, output_tokens=1.0, gpus=2.0,
+        weights_dtype="bf16", backend="trtllm",
+    )  # fmt: skip
+    found = extrapolation(domain, **request)  # type: ignore[arg-type]
+    args = {k: request[k] for k in ("mode", "batch_sizes", "input_tokens", "output_tokens", "gpus")}
+    tpot = extrapolation_amounts(domain, found, **args)  # type: ignore[arg-type]
+    ttft = extrapolation_amounts(domain, found, prefill_only=True, **args)  # type: ignore[arg-type]
+    assert tpot["length_below"] == pytest.approx(7.0)  # 1 is 7 doublings below 128
+    assert "length_below" not in ttft and ttft["mode"] == 1.0
+    short_prompt = {**args, "input_tokens": 128.0}
+    found = extrapolation(domain, **{**request, **short_prompt})  # type: ignore[arg-type]
+    ttft = extrapolation_amounts(domain, found, prefill_only=True, **short_prompt)  # type: ignore[arg-type]
+    assert ttft["length_below"] == pytest.approx(2.0)  # 128 is 2 doublings below 512
+
+
+def test_a_mode_extrapolation_widens_by_the_spread_of_the_mode_predicted() -> None:
+    """Static batches predicted from serving runs widen by the serving → static spread (static
+    latency's), not by static → serving TTFT's, which holds closed-loop queueing no static
+    fit can learn; serving TTFT from a static profile keeps its own."""
+    profile = fit(_serving(0.03, 2), H100, MODELS, cross_validate=True).to_dict()
+    band = prediction_interval(profile, "ttft_ms", np.array([100.0]), mode="serving",
+                               extrapolating={})  # fmt: skip
+    static = prediction_interval(profile, "ttft_ms", np.array([100.0]), mode="static",
+                                 extrapolating={"mode": 1.0})  # fmt: skip
+    half = np.log(band.high / band.low)[0] / 2.0
+    widened = np.log(static.high / static.low)[0] / 2.0
+    s = DEFAULT_SPREADS["static.latency_ms"]["mode"].log_sigma
+    assert s < DEFAULT_SPREADS["serving.ttft_ms"]["mode"].log_sigma
+    assert widened == pytest.approx(np.hypot(half, Z_90 * s), rel=1e-9)
+    serving = prediction_interval(profile, "ttft_ms", np.array([100.0]), mode="serving",
+                                  extrapolating={"mode": 1.0})  # fmt: skip
+    s_serving = DEFAULT_SPREADS["serving.ttft_ms"]["mode"].log_sigma
+    assert np.log(serving.high / serving.low)[0] / 2.0 == pytest.approx(
+        np.hypot(half, Z_90 * s_serving), rel=1e-9
+    )
 
 
 def test_spread_sigma_reads_directed_kinds_and_older_undirected_spreads() -> None:

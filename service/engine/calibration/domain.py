@@ -302,8 +302,12 @@ def extrapolation_amounts(
     input_tokens: float,
     output_tokens: float,
     gpus: float,
+    prefill_only: bool = False,
 ) -> dict[str, ArrayLike]:
     """Per widening kind, how far a request extrapolates (intervals.spread_sigma's input).
+
+    ``prefill_only``: for a figure the output length plays no part in (a static batch's TTFT,
+    its prefill), the length kind counts the input length alone.
 
     Numeric kinds give doublings outside the fitted range, per point for the batch size or
     concurrency (a sweep's points lie at different distances), each under its direction
@@ -327,6 +331,8 @@ def extrapolation_amounts(
     if dims & {"input_tokens", "output_tokens"}:
         in_below, in_above = doublings_below_above(domain, "input_tokens", input_tokens)
         out_below, out_above = doublings_below_above(domain, "output_tokens", output_tokens)
+        if prefill_only:
+            out_below, out_above = np.zeros(()), np.zeros(())
         add(
             "length",
             float(np.maximum(in_below, out_below)),

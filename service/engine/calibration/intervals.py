@@ -278,6 +278,16 @@ def _metric_keys(metric: str, mode: str) -> tuple[str, ...]:
     return (f"{mode}.{metric}", f"{mode}.latency_ms", f"{other}.{metric}")
 
 
+def _mode_key(metric: str, mode: str) -> str:
+    """The key whose mode spread widens a ``mode`` estimate of ``metric`` from a profile fitted
+    on the other mode: the predicted mode's own, measured in that direction (accuracy.md §9,
+    §11a). Serving TTFT from static runs carries the closed-loop queueing no static fit can
+    learn (spread 2.1); static batches from serving runs are the engine alone (0.23, on static
+    latency, the one figure static runs measure: it stands for a static TTFT or TPOT too)."""
+    key = metric if "." in metric else f"{mode}.{metric}"
+    return key if "mode" in DEFAULT_SPREADS.get(key, {}) else f"{mode}.latency_ms"
+
+
 def stored_quantiles(profile: Mapping[str, Any], metric: str, mode: str) -> ResidualQuantiles:
     """Held-out residual quantiles of a stored profile for ``metric`` (fallback band if none)."""
     table: Mapping[str, Mapping[str, Any]] = profile.get("residual_quantiles", {})
@@ -311,16 +321,24 @@ def prediction_interval(
     if transferred is None:
         transferred = profile.get("transferred_from") is not None
     if extrapolating is not None and "extrapolation_spreads" in profile:
-        # the spreads of the residual key the band itself comes from
+        # the spreads of the residual key the band itself comes from, but for the mode: that
+        # of the mode predicted (_mode_key)
         table = profile.get("residual_quantiles", {})
         keys = _metric_keys(metric, mode)
         key = next((k for k in keys if k in table), keys[0])
-        spreads = stored_spreads(profile).get(key, {})
+        spreads = stored_spreads(profile)
+        kinds = dict(extrapolating)
+        mode_amount = kinds.pop("mode", None)
+        sigma = spread_sigma(spreads.get(key, {}), kinds, key)
+        if mode_amount is not None:
+            target = _mode_key(metric, mode)
+            across = spread_sigma(spreads.get(target, {}), {"mode": mode_amount}, target)
+            sigma = np.hypot(sigma, across)
         return interval(
             predicted,
             stored_quantiles(profile, metric, mode),
             transferred=transferred,
-            extra_sigma=spread_sigma(spreads, extrapolating, key),
+            extra_sigma=sigma,
         )
     ranges = {
         k: FeatureRange(float(r["low"]), float(r["high"]))
@@ -340,9 +358,12 @@ def estimate_intervals(
     result: EstimateResult,
     *,
     transferred: bool | None = None,
-    extrapolating: Mapping[str, ArrayLike] | None = None,
+    extrapolating: Mapping[str, Mapping[str, ArrayLike]] | None = None,
 ) -> dict[str, Interval]:
-    """Return 80% intervals of an estimate's TTFT and TPOT per point from a stored profile."""
+    """Return 80% intervals of an estimate's TTFT and TPOT per point from a stored profile.
+
+    ``extrapolating`` maps each metric (``ttft_ms``, ``tpot_ms``) to its widening amounts
+    (``domain.extrapolation_amounts``)."""
     features: dict[str, ArrayLike] = {
         "batch_size": result.batch_size,
         "input_tokens": float(result.input_tokens),
@@ -357,7 +378,7 @@ def estimate_intervals(
             mode=result.mode,
             transferred=transferred,
             features=features,
-            extrapolating=extrapolating,
+            extrapolating=None if extrapolating is None else extrapolating[metric],
         )
         for metric in ("ttft_ms", "tpot_ms")
     }
