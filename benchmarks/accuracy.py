@@ -2054,6 +2054,18 @@ ISSUE_11_NOTES = (
     "prompt length alone; section 9a was added afterwards to show the result on the Argonne "
     "TTFT runs, whose values I had looked at (about 0.7 of the spec sheet's prefill on H100) "
     "before choosing the rule. "
+    "(28) SGLang's prior for the per-sequence cost is its in-sample fit, 0.6 µs per sequence "
+    "per layer (Qwen3-32B, its only model, fits 0.55), by the rule the vLLM and TensorRT-LLM "
+    "priors already follow (item 8); it had kept the generic 0, so an uncalibrated SGLang "
+    "answer charged no per-sequence work while every engine's runs measure 0.5–0.9. Found by "
+    "comparing calibrated and uncalibrated answers for unshipped models (a calibrated SGLang "
+    "profile decoded Llama-3.1-70B at 128 clients 1.3–1.6× slower than the spec sheet). Seen "
+    "afterwards: the SGLang spec-sheet columns become partly in-sample (section 4's SGLang "
+    "TPOT 14.1 → 4.4%) and so does its leave-model-out group, which takes SGLang's priors (TPOT "
+    "9.1 → 5.5%, not out of sample); calibrated SGLang (backend, tp) unchanged; concurrency "
+    "≤ 32 → ≥ 64 SGLang TPOT 5.1 → 5.9% worse; FAIL cells 5 → 7 (SGLang tp8 and its "
+    "leave-model-out group, each against a spec sheet now fitted on the same runs). The "
+    "`gpus_above` TPOT spread moved to 0.010 and was copied into intervals.py. "
     "Splits and the data were not changed after seeing results."
 )
 
