@@ -247,10 +247,11 @@ def gemm_cost(
     compute: 2mnk / (peak · eff_max · m/(m + m_half) · N/(N + n_half)); memory: weights + input +
     output bytes at the dtype's GEMM bandwidth fraction; plus the dtype's launch latency.
     N is the columns the kernel's grid spans: n for a GEMM of its own; ``grid_columns`` for a
-    grouped kernel (one launch over several experts' weights, each n wide) whose tiles fill the
-    GPU together, at least n. The column roll-off stands for a narrow GEMM's tiles leaving SMs
-    idle, which a grid over many experts does not. ``rates`` (``GemmRates.of`` the same dtype,
-    accelerator and params) skips their lookup.
+    grouped kernel (one launch over several experts' weights, each n wide), at least n. The
+    column roll-off is a cost per input row that the kernel's output columns share (the fp8
+    table loses efficiency with fewer columns at every m, docs/physics.md), so a grouped kernel
+    shares it over its whole grid. ``rates`` (``GemmRates.of`` the same dtype, accelerator and
+    params) skips their lookup.
     """
     if rates is None:
         rates = GemmRates.of(compute_dtype, accelerator, params)
