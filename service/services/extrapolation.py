@@ -33,8 +33,37 @@ def request_extrapolation(
     weights_dtype: str,
     backend: str | None,
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
-    """The ``calibration.extrapolation`` items and, per metric, the interval widening amounts
-    by kind (a static batch's TTFT, its prefill, ignores the output length).
+    """The ``calibration.extrapolation`` items of an estimate and, per metric, the interval
+    widening amounts by kind (``domain_extrapolation``)."""
+    return domain_extrapolation(
+        profile,
+        model,
+        accelerator_id,
+        weights_dtype=weights_dtype,
+        backend=backend,
+        mode=result.mode,
+        batch_sizes=result.batch_size,
+        input_tokens=float(result.input_tokens),
+        output_tokens=float(result.output_tokens),
+        gpus=float(result.gpus_per_replica),
+    )
+
+
+def domain_extrapolation(
+    profile: Mapping[str, Any] | None,
+    model: ModelShape,
+    accelerator_id: str,
+    *,
+    weights_dtype: str,
+    backend: str | None,
+    mode: str,
+    batch_sizes: npt.ArrayLike,
+    input_tokens: float,
+    output_tokens: float,
+    gpus: float,
+) -> tuple[list[dict[str, Any]], Amounts | None]:
+    """What of a request lies outside the profile's domain, and per metric the interval
+    widening amounts by kind (a static batch's TTFT, its prefill, ignores the output length).
 
     Profiles stored before domains were recorded have neither (their intervals keep the old
     distance widening): ``([], None)``.
@@ -43,11 +72,11 @@ def request_extrapolation(
         return NO_EXTRAPOLATION
     domain = Domain.from_dict(profile["domain"])
     request: dict[str, Any] = {
-        "mode": result.mode,
-        "batch_sizes": result.batch_size,
-        "input_tokens": float(result.input_tokens),
-        "output_tokens": float(result.output_tokens),
-        "gpus": float(result.gpus_per_replica),
+        "mode": mode,
+        "batch_sizes": batch_sizes,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "gpus": gpus,
     }
     found = extrapolation(
         domain,
@@ -61,7 +90,7 @@ def request_extrapolation(
         metric: extrapolation_amounts(
             domain,
             found,
-            prefill_only=metric == "ttft_ms" and result.mode == "static",
+            prefill_only=metric == "ttft_ms" and mode == "static",
             **request,
         )
         for metric in ("ttft_ms", "tpot_ms")

@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy.typing as npt
 from sqlalchemy.orm import Session
 
+from service.engine.calibration.intervals import prediction_interval
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray
 from service.engine.parallel import Parallelism
 from service.engine.planning import (
     Candidate,
@@ -27,7 +30,6 @@ from service.engine.planning import (
     PlanResult,
     Rejection,
     Slo,
-    UpperBound,
     layouts,
     plan,
 )
@@ -41,7 +43,7 @@ from service.engine.workloads import WORKLOADS, LengthStats, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
 from service.services.errors import FieldError
-from service.services.extrapolation import reach_params
+from service.services.extrapolation import domain_extrapolation, reach_params
 from service.services.traffic import (
     Deployment,
     TrafficRequest,
@@ -223,13 +225,81 @@ def _rejected(r: Rejection) -> dict[str, Any]:
     }
 
 
-def upper_bound_of(resolved: ResolvedEfficiency) -> UpperBound | None:
-    """Return the profile's 80%-interval upper bound (the hook for ``use_interval_upper_bound``).
+@dataclass(frozen=True, slots=True)
+class ProfileUpperBound:
+    """The upper end of the 80% interval that ``POST /v1/estimates`` answers for one candidate
+    (the hook for ``use_interval_upper_bound``): the profile's held-out band, widened for a
+    transfer and for what of the candidate lies outside the profile's domain
+    (``intervals.prediction_interval``, ``extrapolation.domain_extrapolation``)."""
 
-    Resolved profiles do not carry held-out residual quantiles yet, so there is none; once they
-    do, build ``service.engine.planning.ResidualUpperBound`` from them here.
-    """
-    return None
+    profile: Mapping[str, Any]
+    transferred: bool
+    model: ModelShape
+    accelerator_id: str
+    weights_dtype: str
+    backend: str | None
+    mode: str
+    input_tokens: float
+    output_tokens: float
+    gpus: float
+
+    def __call__(
+        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
+    ) -> FloatArray:
+        """Return the interval's upper end for each prediction."""
+        _, amounts = domain_extrapolation(
+            self.profile,
+            self.model,
+            self.accelerator_id,
+            weights_dtype=self.weights_dtype,
+            backend=self.backend,
+            mode=self.mode,
+            batch_sizes=concurrency,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            gpus=self.gpus,
+        )
+        features: dict[str, npt.ArrayLike] = {
+            "batch_size": concurrency,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "gpus": self.gpus,
+        }
+        return prediction_interval(
+            self.profile,
+            metric,
+            predicted_ms,
+            mode=self.mode,
+            transferred=self.transferred,
+            features=features,
+            extrapolating=None if amounts is None else amounts[metric],
+        ).high
+
+
+def upper_bound(
+    resolved: ResolvedEfficiency,
+    question: PlanQuestion,
+    backend: str | None,
+    accelerator: Accelerator,
+    model: ModelShape,
+    precision: Precision,
+    layout: Parallelism,
+) -> ProfileUpperBound | None:
+    """The candidate's interval upper bound, or None without a calibration profile."""
+    if resolved.profile is None:
+        return None
+    return ProfileUpperBound(
+        profile=resolved.profile,
+        transferred=resolved.transferred,
+        model=model,
+        accelerator_id=accelerator.id,
+        weights_dtype=precision.resolved(model.native_weights_dtype).weights,
+        backend=backend,
+        mode=question.mode,
+        input_tokens=float(question.input_tokens),
+        output_tokens=float(question.output_tokens),
+        gpus=float(layout.gpus_per_replica),
+    )
 
 
 class PlanningService:
@@ -298,12 +368,12 @@ class PlanningService:
         return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
     def candidates(
-        self, spec: PlanSpec, mode: str = DEFAULT_MODE
+        self, spec: PlanSpec, question: PlanQuestion
     ) -> tuple[list[Candidate], list[str]]:
         """Load models and accelerators (NotFoundError names the id) and enumerate candidates.
 
-        ``mode`` is the question's (a profile's engine overheads apply in the modes it has runs
-        of, ``reach.within_reach``).
+        A profile's engine overheads apply in the modes it has runs of (``reach.within_reach``),
+        and its intervals for the question's lengths (``ProfileUpperBound``).
         """
         models: list[ModelShape] = [self.catalog.model_shape(m) for m in dict.fromkeys(spec.models)]
         accelerators = self._accelerators(spec)
@@ -313,8 +383,7 @@ class PlanningService:
             resolved = resolve_efficiency(
                 self.session, acc.id, spec.backend, spec.calibration, viewer=self.viewer
             )
-            band = upper_bound_of(resolved)
-            if spec.use_interval_upper_bound and band is None:
+            if spec.use_interval_upper_bound and resolved.profile is None:
                 notes.append(
                     f"{acc.id}: no calibration intervals; targets judged on point predictions"
                 )
@@ -343,12 +412,14 @@ class PlanningService:
                                     resolved.params,
                                     gpus=layout.gpus_per_replica,
                                     backend=spec.backend,
-                                    mode=mode,
+                                    mode=question.mode,
                                     model=model,
                                 ),
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
-                                upper_bound=band,
+                                upper_bound=upper_bound(
+                                    resolved, question, spec.backend, acc, model, precision, layout
+                                ),
                                 max_running_requests=running_cap,
                             )
                         )
@@ -357,7 +428,7 @@ class PlanningService:
     def plan(self, spec: PlanSpec) -> dict[str, Any]:
         """Answer as a JSON-ready dict (no configuration is an answer, not an error)."""
         question, preset = self.question(spec)
-        candidates, notes = self.candidates(spec, question.mode)
+        candidates, notes = self.candidates(spec, question)
         points = len(candidates) * question.concurrency_levels
         if spec.max_points is not None and points > spec.max_points:
             raise FieldError(
