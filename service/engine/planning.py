@@ -19,7 +19,6 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from service.engine.calibration.intervals import ResidualQuantiles, interval
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.errors import (
     ContextWindowError,
@@ -65,26 +64,6 @@ class UpperBound(Protocol):
     ) -> FloatArray:
         """Return the upper bound for each predicted value."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class ResidualUpperBound:
-    """Upper end of the 80% interval from a profile's held-out residual quantiles per metric.
-
-    A metric without quantiles keeps its point prediction.
-    """
-
-    quantiles: Mapping[str, ResidualQuantiles]
-    transferred: bool = False
-
-    def __call__(
-        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
-    ) -> FloatArray:
-        """Return the interval's upper end for each prediction."""
-        q = self.quantiles.get(metric)
-        if q is None:
-            return predicted_ms
-        return interval(predicted_ms, q, transferred=self.transferred).high
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from service.engine.calibration.intervals import ResidualQuantiles
 from service.engine.errors import EngineError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.kernels import FloatArray
 from service.engine.parallel import Parallelism
 from service.engine.planning import (
     DOES_NOT_FIT,
@@ -24,7 +24,6 @@ from service.engine.planning import (
     Candidate,
     Configuration,
     PlanQuestion,
-    ResidualUpperBound,
     Slo,
     concurrency_levels,
     layouts,
@@ -359,9 +358,10 @@ def test_frontier_points_are_pareto_optimal(
 
 
 def test_interval_upper_bound_tightens_the_targets(llama8b: ModelShape, h100: Accelerator) -> None:
-    band = ResidualUpperBound(
-        {"tpot_ms": ResidualQuantiles(n=20, q_low=-0.1, q_high=math.log(1.5))}
-    )
+    def band(metric: str, predicted_ms: FloatArray, concurrency: FloatArray) -> FloatArray:
+        """An 80% interval whose TPOT p90 is half again the prediction."""
+        return predicted_ms * 1.5 if metric == "tpot_ms" else predicted_ms
+
     cand = Candidate(llama8b, h100, Precision(), Parallelism(), upper_bound=band)
     base = PlanQuestion(
         input_tokens=1024,
