@@ -143,7 +143,10 @@ class AnalysisService:
         if spec.batch_sizes:
             answer = self._run_group([spec])[0]
         else:
-            answer = {**self._run_group([dataclasses.replace(spec, batch_sizes=(1,))])[0]}
+            # a traffic-only answer's header comes from one point; the stream it simulates is
+            # open loop, with no concurrency of its own (its extrapolation says so)
+            only = dataclasses.replace(spec, batch_sizes=(1,))
+            answer = {**self._run_group([only], load_pattern="open_loop")[0]}
             answer["points"] = []
         if spec.traffic is not None:
             answer["traffic"] = self.traffic(spec)
@@ -249,7 +252,9 @@ class AnalysisService:
         answers: list[list[dict[str, Any]]] = []
         start = 0
         for group, result, sizes in zip(groups, results, batch_sizes, strict=True):
-            found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
+            found, amounts = self._extrapolation(
+                target, model, accelerator, resolved, result, first.load_pattern
+            )
             header = estimate_header(target, model, accelerator, resolved, result, first, found)
             mine = points[start : start + len(sizes)]
             start += len(sizes)
@@ -259,8 +264,11 @@ class AnalysisService:
             answers.append(split_answers(header, mine, group))
         return answers
 
-    def _run_group(self, specs: Sequence[EstimateSpec]) -> list[dict[str, Any]]:
-        """Run specs sharing a group key as one engine call and split the points per spec."""
+    def _run_group(
+        self, specs: Sequence[EstimateSpec], load_pattern: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Run specs sharing a group key as one engine call and split the points per spec
+        (``load_pattern``: the one the answer's extrapolation is checked for, if not theirs)."""
         first = specs[0]
         target = first.target
         model, accelerator, resolved = self._load(target)
@@ -279,7 +287,9 @@ class AnalysisService:
             params=profile_params(resolved, target, model, first.mode),
             price_usd_per_hour=first.price_usd_per_hour,
         )
-        found, amounts = self._extrapolation(target, model, accelerator, resolved, result)
+        found, amounts = self._extrapolation(
+            target, model, accelerator, resolved, result, load_pattern or first.load_pattern
+        )
         header = estimate_header(target, model, accelerator, resolved, result, first, found)
         points = point_json(result, batch_sizes, target.dp)
         for name, column in interval_columns(resolved, result, amounts).items():
@@ -294,6 +304,7 @@ class AnalysisService:
         accelerator: Accelerator,
         resolved: ResolvedEfficiency,
         result: EstimateResult,
+        load_pattern: str,
     ) -> tuple[list[dict[str, Any]], Amounts | None]:
         """What of the request lies outside the profile's domain, and the widening amounts."""
         return request_extrapolation(
@@ -303,6 +314,7 @@ class AnalysisService:
             result,
             weights_dtype=result.precision.weights,  # native resolved by the engine
             backend=target.backend,
+            load_pattern=load_pattern,
         )
 
 

@@ -32,6 +32,7 @@ def request_extrapolation(
     *,
     weights_dtype: str,
     backend: str | None,
+    load_pattern: str = "closed_loop",
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
     """The ``calibration.extrapolation`` items of an estimate and, per metric, the interval
     widening amounts by kind (``domain_extrapolation``)."""
@@ -41,6 +42,7 @@ def request_extrapolation(
         accelerator_id,
         weights_dtype=weights_dtype,
         backend=backend,
+        load_pattern=load_pattern,
         mode=result.mode,
         batch_sizes=result.batch_size,
         input_tokens=float(result.input_tokens),
@@ -56,6 +58,7 @@ def domain_extrapolation(
     *,
     weights_dtype: str,
     backend: str | None,
+    load_pattern: str = "closed_loop",
     mode: str,
     batch_sizes: npt.ArrayLike,
     input_tokens: float,
@@ -84,6 +87,7 @@ def domain_extrapolation(
         accelerator=accelerator_id,
         weights_dtype=weights_dtype,
         backend=backend,
+        load_pattern=load_pattern,
         **request,
     )
     amounts = {

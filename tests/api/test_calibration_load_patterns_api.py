@@ -73,3 +73,29 @@ def test_impossible_load_pattern_is_a_422_naming_the_field(
     response = client.post("/v1/calibrations", json=body, headers=auth_headers)
     assert response.status_code == 422
     assert "measurements.0.request_rate_per_s" in response.text
+
+
+def _extrapolation(client: TestClient, profile_id: str, **request: Any) -> dict[str, Any]:
+    body = {
+        "model": "qwen3-32b", "accelerator": "h100-sxm", "parallelism": {"tp": 2},
+        "precision": {"weights": "fp8"}, "input_tokens": 1024, "output_tokens": 128,
+        "mode": "serving", "calibration": profile_id, **request,
+    }  # fmt: skip
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    return {e["dimension"]: e for e in response.json()["calibration"]["extrapolation"]}
+
+
+def test_an_estimate_names_a_load_pattern_its_profile_never_ran(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    closed_only = _create(client, auth_headers, SERVING, {**SERVING, "concurrency": 64})
+    assert _extrapolation(client, closed_only, batch_sizes=[16]) == {}
+    offline = _extrapolation(client, closed_only, batch_sizes=[16], load_pattern="offline")
+    assert offline["load_pattern"]["requested"] == "offline"
+    assert offline["load_pattern"]["fitted_values"] == ["closed_loop"]
+    # a traffic-only answer is an open-loop stream: no concurrency of its own to check
+    stream = _extrapolation(client, closed_only, traffic={"request_rate_per_s": 2.0})
+    assert set(stream) == {"load_pattern"} and stream["load_pattern"]["requested"] == "open_loop"
+    both = _create(client, auth_headers, SERVING, {**SERVING, "concurrency": 64}, OPEN_LOOP)
+    assert _extrapolation(client, both, traffic={"request_rate_per_s": 2.0}) == {}

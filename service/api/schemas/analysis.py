@@ -228,8 +228,8 @@ class ExtrapolationOut(BaseModel):
     """One dimension of the request outside what the profile was fitted on."""
 
     dimension: str = Field(
-        description="accelerator, backend, mode, model, model_kind, hidden_size, layers, "
-        "precision, batch_size or concurrency, input_tokens, output_tokens, gpus."
+        description="accelerator, backend, mode, load_pattern, model, model_kind, hidden_size, "
+        "layers, precision, batch_size or concurrency, input_tokens, output_tokens, gpus."
     )
     requested: float | str = Field(
         description="The requested value (for a sweep, the one farthest outside)."

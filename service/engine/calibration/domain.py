@@ -45,6 +45,9 @@ KIND_OF: Mapping[str, str] = {
     "output_tokens": "length",
     "gpus": "gpus",
     "accelerator": "accelerator",
+    # reported only: no shipped run measures a load pattern besides the closed loop, so no
+    # spread widens for it (intervals.spread_sigma skips kinds without one)
+    "load_pattern": "load_pattern",
 }
 
 
@@ -232,11 +235,14 @@ def extrapolation(
     gpus: float,
     weights_dtype: str,
     backend: str | None = None,
+    load_pattern: str = "closed_loop",
 ) -> list[Extrapolation]:
     """Every dimension of a request that lies outside ``domain`` (empty when all inside).
 
     A kernel-only domain (no end-to-end runs) has no end-to-end evidence to extrapolate from,
-    so only the accelerator is checked.
+    so only the accelerator is checked. A serving request whose ``load_pattern`` (closed_loop,
+    offline, open_loop) no fitted run had is reported; an open-loop stream has no concurrency
+    to check.
     """
     out: list[Extrapolation] = []
     if accelerator != domain.accelerator:
@@ -247,6 +253,8 @@ def extrapolation(
         out.append(Extrapolation("backend", backend, fitted_values=domain.backends))
     if mode not in domain.modes:
         out.append(Extrapolation("mode", mode, fitted_values=domain.modes))
+    elif mode == "serving" and domain.load_patterns and load_pattern not in domain.load_patterns:
+        out.append(Extrapolation("load_pattern", load_pattern, fitted_values=domain.load_patterns))
     fitted_ids = tuple(m.id for m in domain.models)
     if model.id not in fitted_ids:
         out.append(Extrapolation("model", model.id, fitted_values=fitted_ids))
@@ -263,6 +271,8 @@ def extrapolation(
     if dtype_group(weights_dtype) not in groups:
         out.append(Extrapolation("precision", weights_dtype, fitted_values=groups))
     load = "batch_size" if mode == "static" else "concurrency"
+    if load_pattern == "open_loop":
+        batch_sizes = ()
     for dimension, values in (
         (load, batch_sizes),
         ("input_tokens", input_tokens),
