@@ -57,12 +57,12 @@ EXCEEDS_CONTEXT = "exceeds_context"
 
 
 class UpperBound(Protocol):
-    """Hook: the upper end of a prediction interval for ``metric`` (``ttft_ms`` or ``tpot_ms``)."""
+    """Hook: the upper ends of the TTFT and TPOT prediction intervals at each concurrency."""
 
     def __call__(
-        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
-    ) -> FloatArray:
-        """Return the upper bound for each predicted value."""
+        self, ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """Return the upper bounds of TTFT and TPOT for each predicted pair."""
         ...
 
 
@@ -417,8 +417,7 @@ def _judge(c: Candidate, question: PlanQuestion, r: EstimateResult) -> _Evaluate
     slo, levels = question.slo, r.batch_size
     ttft_up = tpot_up = None
     if c.upper_bound is not None:
-        ttft_up = c.upper_bound("ttft_ms", r.ttft_ms, levels)
-        tpot_up = c.upper_bound("tpot_ms", r.tpot_ms, levels)
+        ttft_up, tpot_up = c.upper_bound(r.ttft_ms, r.tpot_ms, levels)
     use_upper = slo.use_interval_upper_bound
     ttft = ttft_up if use_upper and ttft_up is not None else r.ttft_ms
     tpot = tpot_up if use_upper and tpot_up is not None else r.tpot_ms

@@ -244,9 +244,9 @@ class ProfileUpperBound:
     gpus: float
 
     def __call__(
-        self, metric: str, predicted_ms: FloatArray, concurrency: FloatArray
-    ) -> FloatArray:
-        """Return the interval's upper end for each prediction."""
+        self, ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """Return the intervals' upper ends of TTFT and TPOT for each prediction."""
         _, amounts = domain_extrapolation(
             self.profile,
             self.model,
@@ -265,15 +265,19 @@ class ProfileUpperBound:
             "output_tokens": self.output_tokens,
             "gpus": self.gpus,
         }
-        return prediction_interval(
-            self.profile,
-            metric,
-            predicted_ms,
-            mode=self.mode,
-            transferred=self.transferred,
-            features=features,
-            extrapolating=None if amounts is None else amounts[metric],
-        ).high
+        ttft, tpot = (
+            prediction_interval(
+                self.profile,
+                metric,
+                predicted,
+                mode=self.mode,
+                transferred=self.transferred,
+                features=features,
+                extrapolating=None if amounts is None else amounts[metric],
+            ).high
+            for metric, predicted in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms))
+        )
+        return ttft, tpot
 
 
 def upper_bound(

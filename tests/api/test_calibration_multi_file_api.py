@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from support import serving_rows
 
 ROOT = Path(__file__).parents[2]
 DATA = ROOT / "tests" / "data" / "benchmarks"
@@ -22,11 +23,6 @@ GPT_OSS = ROOT / "benchmarks" / "data" / "h100" / "serving_gpt_oss_120b.csv"
 
 def _rows(path: Path) -> int:
     return len(path.read_text().strip().splitlines()) - 1
-
-
-def _trtllm_rows(path: Path) -> bytes:
-    header, *rows = path.read_text().strip().splitlines()
-    return "\n".join([header, *(r for r in rows if ",trtllm," in r)]).encode() + b"\n"
 
 
 def _post(client: TestClient, headers: dict[str, str], files: list[Any], **params: str) -> Any:
@@ -41,7 +37,7 @@ def _post(client: TestClient, headers: dict[str, str], files: list[Any], **param
 def test_several_files_make_one_profile_fitted_on_all_of_them(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
-    serving = _trtllm_rows(SERVING)
+    serving = serving_rows("trtllm")
     header, *rows = NCCL.read_text().strip().splitlines()
     nccl = "\n".join([f"{header},colour", *(f"{r},red" for r in rows)]) + "\n"
     files = [
@@ -116,7 +112,7 @@ def _kernel_files() -> list[Any]:
 def test_runs_without_kernel_tables_are_warned_about(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
-    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    serving = ("trtllm.csv", serving_rows("trtllm"), "text/csv")
     alone = _post(client, auth_headers, [serving], backend="trtllm")
     assert alone.status_code == 201, alone.text
     assert any(w.startswith("no kernel measurements") for w in alone.json()["warnings"])
@@ -135,7 +131,7 @@ def test_runs_build_on_the_newest_kernel_profile_as_if_uploaded_with_it(
     kernels = _post(client, auth_headers, _kernel_files(), name="kernels")
     assert kernels.status_code == 201, kernels.text
     kernel_id = kernels.json()["id"]
-    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    serving = ("trtllm.csv", serving_rows("trtllm"), "text/csv")
     apart = _post(client, auth_headers, [serving], backend="trtllm", name="apart")
     assert apart.status_code == 201, apart.text
     together = _post(client, auth_headers, [*_kernel_files(), serving], name="together")
@@ -166,7 +162,7 @@ def test_another_keys_private_kernel_profile_is_not_built_on(
     )
     assert private.status_code == 201, private.text
     other = {"X-API-Key": make_api_key("write", name="other")}
-    serving = ("trtllm.csv", _trtllm_rows(SERVING), "text/csv")
+    serving = ("trtllm.csv", serving_rows("trtllm"), "text/csv")
     theirs = _post(client, other, [serving], backend="trtllm")
     assert theirs.status_code == 201, theirs.text
     assert theirs.json()["fit"]["kernels_from"] == {}

@@ -5,29 +5,13 @@ widened for what lies outside its domain), and reports it as ``ttft_ms_upper`` /
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from support import upload_serving_runs
 
-DATA = Path(__file__).parents[2] / "tests" / "data" / "benchmarks"
-SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
 FP8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
-
-
-def _profile(client: TestClient, headers: dict[str, str]) -> str:
-    header, *rows = SERVING.read_text().strip().splitlines()
-    trtllm = "\n".join([header, *(r for r in rows if ",trtllm," in r)]) + "\n"
-    upload = client.post(
-        "/v1/calibrations",
-        files=[("file", ("trtllm.csv", trtllm.encode(), "text/csv"))],
-        params={"accelerator": "h100-sxm", "backend": "trtllm"},
-        headers=headers,
-    )
-    assert upload.status_code == 201, upload.text
-    profile: str = upload.json()["id"]
-    return profile
 
 
 def _plan(client: TestClient, calibration: str, slo: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +30,7 @@ def _plan(client: TestClient, calibration: str, slo: dict[str, Any]) -> dict[str
 def test_a_plan_judges_targets_at_the_estimates_p90(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
-    profile = _profile(client, auth_headers)
+    profile = upload_serving_runs(client, auth_headers)
     answer = _plan(client, profile, {"tpot_ms_max": 1000, "use_interval_upper_bound": True})
     (best, *_) = answer["configurations"]
     estimate = client.post(

@@ -6,15 +6,13 @@ runs did not cover, which a prefill does not depend on (``intervals._mode_key``,
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from support import upload_serving_runs
 
 from service.engine.calibration.intervals import DEFAULT_SPREADS, Z_90
 
-DATA = Path(__file__).parents[2] / "tests" / "data" / "benchmarks"
-SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
 FP8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
 
 
@@ -37,16 +35,7 @@ def _half_width(point: dict[str, Any]) -> float:
 def test_a_static_ttft_from_a_serving_profile_widens_for_the_mode_alone(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
-    header, *rows = SERVING.read_text().strip().splitlines()
-    trtllm = "\n".join([header, *(r for r in rows if ",trtllm," in r)]) + "\n"
-    upload = client.post(
-        "/v1/calibrations",
-        files=[("file", ("trtllm.csv", trtllm.encode(), "text/csv"))],
-        params={"accelerator": "h100-sxm", "backend": "trtllm"},
-        headers=auth_headers,
-    )
-    assert upload.status_code == 201, upload.text
-    profile = upload.json()["id"]
+    profile = upload_serving_runs(client, auth_headers)
     # the runs cover 128–512 output tokens: one output token lies 7 doublings below them
     one, covered = (_estimate(client, profile, "static", n) for n in (1, 128))
     kinds = {e["dimension"] for e in one["calibration"]["extrapolation"]}

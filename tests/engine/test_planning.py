@@ -358,9 +358,11 @@ def test_frontier_points_are_pareto_optimal(
 
 
 def test_interval_upper_bound_tightens_the_targets(llama8b: ModelShape, h100: Accelerator) -> None:
-    def band(metric: str, predicted_ms: FloatArray, concurrency: FloatArray) -> FloatArray:
-        """An 80% interval whose TPOT p90 is half again the prediction."""
-        return predicted_ms * 1.5 if metric == "tpot_ms" else predicted_ms
+    def band(
+        ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """80% intervals whose TPOT p90 is half again the prediction."""
+        return ttft_ms, tpot_ms * 1.5
 
     cand = Candidate(llama8b, h100, Precision(), Parallelism(), upper_bound=band)
     base = PlanQuestion(
