@@ -282,15 +282,34 @@ def uses_measured_matmul(accelerator: Accelerator) -> bool:
     return any(accelerator.measured_matmul_fraction(g) is not None for g in DTYPE_GROUPS)
 
 
+# Parameters that describe one vendor's kernel libraries (GEMM, attention and collective
+# kernels: their efficiencies, shape roll-offs and launch latencies), as opposed to the serving
+# engine's host overheads and the load generator's terms.
+KERNEL_TERMS: tuple[str, ...] = tuple(
+    name
+    for name in PARAMETER_BOUNDS
+    if name.startswith(("gemm_", "attention_", "kv_", "collective_", "one_shot_"))
+    or name == "memory_bandwidth_efficiency"
+)
+
+
 def transfer_efficiency(
     params: EfficiencyParams, source: Accelerator, target: Accelerator
 ) -> EfficiencyParams:
     """Move parameters fitted on ``source`` to ``target``: scale GEMM compute efficiencies.
 
     Per dtype group measured on both accelerators, the fitted efficiency is multiplied by
-    target MAMF fraction / source MAMF fraction and clipped to its bounds; others are kept.
+    target MAMF fraction / source MAMF fraction and clipped to its bounds. Onto another vendor's
+    accelerator the other kernel parameters (``KERNEL_TERMS``) take the target's spec-sheet
+    priors: they were measured on the source vendor's kernels (CUTLASS, FlashAttention, NCCL
+    tables on H100), which the target does not run, so the H100 fp8 GEMM's row and column
+    roll-offs would otherwise make one-sequence decode compute-bound on a TPU. The engine's
+    overheads and the load generator's terms are kept.
     """
     changes: dict[str, float] = {}
+    if source.vendor.lower() != target.vendor.lower():
+        prior = spec_sheet_efficiency(target)
+        changes = {name: float(getattr(prior, name)) for name in KERNEL_TERMS}
     for group in DTYPE_GROUPS:
         source_fraction = source.measured_matmul_fraction(group)
         target_fraction = target.measured_matmul_fraction(group)

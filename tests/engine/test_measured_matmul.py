@@ -21,6 +21,7 @@ from service.engine.efficiency import (
 )
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.precision import Precision
 from service.engine.roofline import analyze_intensity
 
 ACCELERATORS = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}
@@ -83,11 +84,52 @@ def test_transfer_scales_compute_by_measured_fraction_ratio() -> None:
     moved = transfer_efficiency(fitted, h100, mi300x)
     expected = 0.70 * (668.4 / 1307.4) / (794.5 / 989.4)
     assert moved.gemm_compute_efficiency_bf16 == pytest.approx(expected)
-    assert moved.gemm_compute_efficiency_fp8 == 0.60  # MI300X fp8 not measured
+    # MI300X fp8 not measured: another vendor's kernels, so the prior
+    assert moved.gemm_compute_efficiency_fp8 == DEFAULT_EFFICIENCY.gemm_compute_efficiency_fp8
     assert moved.step_overhead_us == 77.0
     back = transfer_efficiency(moved, mi300x, h100)
     assert back.gemm_compute_efficiency_bf16 == pytest.approx(0.70)
-    assert transfer_efficiency(fitted, ACCELERATORS["l4"], mi300x) is fitted
+    assert transfer_efficiency(fitted, ACCELERATORS["l4"], h100) is fitted
+
+
+# H100 kernel-table fits of vLLM's fp8 CUTLASS GEMM (benchmarks/results/accuracy.md, section 1)
+H100_FP8_KERNELS = {
+    "gemm_half_efficiency_rows_fp8": 150.0,
+    "gemm_half_efficiency_columns_fp8": 2600.0,
+    "gemm_kernel_latency_us_fp8": 5.7,
+    "kv_bandwidth_efficiency_fp8": 0.71,
+}
+
+
+def test_kernel_shape_fits_stay_with_their_vendor() -> None:
+    h100 = ACCELERATORS["h100-sxm"]
+    fitted = DEFAULT_EFFICIENCY.replace(**H100_FP8_KERNELS, sequence_layer_overhead_us=0.7)
+    to_h200 = transfer_efficiency(fitted, h100, ACCELERATORS["h200-sxm"])
+    assert to_h200.gemm_half_efficiency_columns_fp8 == 2600.0  # same kernels on an NVIDIA part
+    for target in ("tpu-v5p", "mi355x", "trainium"):
+        moved = transfer_efficiency(fitted, h100, ACCELERATORS[target])
+        prior = spec_sheet_efficiency(ACCELERATORS[target])
+        assert {k: getattr(moved, k) for k in H100_FP8_KERNELS} == {
+            k: getattr(prior, k) for k in H100_FP8_KERNELS
+        }
+        assert moved.sequence_layer_overhead_us == 0.7  # the engine's host cost is kept
+
+
+def test_fp8_decode_on_a_tpu_is_not_compute_bound_under_h100_roll_offs() -> None:
+    # One fp8 sequence's decode is weight streaming on any chip. Carried to a TPU v5p (fp8 peak
+    # no higher than bf16) the H100 fp8 roll-offs made it compute-bound at 1.87x the spec sheet.
+    h100, tpu = ACCELERATORS["h100-sxm"], ACCELERATORS["tpu-v5p"]
+    fitted = DEFAULT_EFFICIENCY.replace(**H100_FP8_KERNELS)
+    tpot_spec, tpot_moved = (
+        float(
+            estimate(
+                MODELS["llama-3.1-8b"], tpu, precision=Precision(weights="fp8", activations="fp8"),
+                input_tokens=1024, output_tokens=256, batch_sizes=np.array([1.0]), params=p,
+            ).tpot_ms[0]
+        )
+        for p in (spec_sheet_efficiency(tpu), transfer_efficiency(fitted, h100, tpu))
+    )  # fmt: skip
+    assert tpot_moved == pytest.approx(tpot_spec, rel=0.01)
 
 
 def test_transfer_clips_to_bounds() -> None:
