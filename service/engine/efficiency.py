@@ -293,6 +293,11 @@ KERNEL_TERMS: tuple[str, ...] = tuple(
 )
 
 
+def crosses_vendor(source: Accelerator, target: Accelerator) -> bool:
+    """Whether a transfer from ``source`` to ``target`` leaves the source vendor's kernels."""
+    return source.vendor.lower() != target.vendor.lower()
+
+
 def transfer_efficiency(
     params: EfficiencyParams, source: Accelerator, target: Accelerator
 ) -> EfficiencyParams:
@@ -307,7 +312,7 @@ def transfer_efficiency(
     overheads and the load generator's terms are kept.
     """
     changes: dict[str, float] = {}
-    if source.vendor.lower() != target.vendor.lower():
+    if crosses_vendor(source, target):
         prior = spec_sheet_efficiency(target)
         changes = {name: float(getattr(prior, name)) for name in KERNEL_TERMS}
     for group in DTYPE_GROUPS:

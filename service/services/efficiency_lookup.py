@@ -33,6 +33,7 @@ from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     EfficiencyParams,
+    crosses_vendor,
     spec_sheet_efficiency,
     transfer_efficiency,
     uses_measured_matmul,
@@ -151,7 +152,11 @@ def apply_profile(
         source = _accelerator(session, transferred_from)
         if source is not None:
             moved = transfer_efficiency(params, source, target)
-            params, prior = moved, (PRIOR_MEASURED if moved != params else None)
+            if crosses_vendor(source, target):  # compute efficiency from the target's sheet
+                prior = PRIOR_MEASURED if uses_measured_matmul(target) else PRIOR_DEFAULT
+            else:
+                prior = PRIOR_MEASURED if moved != params else None
+            params = moved
     return ResolvedEfficiency(
         params=params,
         calibration={

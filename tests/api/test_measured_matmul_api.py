@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,3 +95,29 @@ def test_intensity_names_its_prior_like_the_estimate(client: TestClient) -> None
         priors[accelerator] = response.json()["efficiency_prior"]
         assert priors[accelerator] == estimate(client, accelerator)["efficiency_prior"]
     assert priors["mi300x"] == "measured_matmul"
+
+
+def test_an_h100_kernel_profile_on_another_vendors_chip_keeps_only_the_engine_terms(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    table = Path(__file__).parents[1] / "data" / "benchmarks" / "h100_gemm_subset.csv"
+    response = client.post(
+        "/v1/calibrations",
+        files={"file": ("gemm.csv", table.read_bytes(), "text/csv")},
+        data={"accelerator": "h100-sxm", "name": "h100 gemm"},
+        headers=auth_headers,
+    )
+    assert response.status_code == 201, response.text
+    profile = response.json()["id"]
+    fp8 = {"precision": {"weights": "fp8", "activations": "fp8"}, "output_tokens": 256}
+    for accelerator, same_kernels in (("h200-sxm", True), ("tpu-v5p", False)):
+        spec = estimate(client, accelerator, **fp8)
+        moved = estimate(client, accelerator, calibration=profile, **fp8)
+        assert moved["calibration"]["transferred_from"] == "h100-sxm"
+        # a kernel-only profile fits no engine term, so off NVIDIA nothing of it is left
+        if same_kernels:
+            assert moved["points"][0]["tpot_ms"] != pytest.approx(spec["points"][0]["tpot_ms"])
+        else:
+            assert moved["efficiency_prior"] == spec["efficiency_prior"] == "default"
+            assert moved["points"][0]["tpot_ms"] == pytest.approx(spec["points"][0]["tpot_ms"])
+            assert moved["points"][0]["ttft_ms"] == pytest.approx(spec["points"][0]["ttft_ms"])
