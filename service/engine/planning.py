@@ -59,10 +59,8 @@ EXCEEDS_CONTEXT = "exceeds_context"
 class UpperBound(Protocol):
     """Hook: the upper ends of the TTFT and TPOT prediction intervals at each concurrency."""
 
-    def __call__(
-        self, ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        """Return the upper bounds of TTFT and TPOT for each predicted pair."""
+    def __call__(self, result: EstimateResult) -> tuple[FloatArray, FloatArray]:
+        """Return the upper bounds of TTFT and TPOT for each point of ``result``."""
         ...
 
 
@@ -414,10 +412,10 @@ def _evaluate_all(
 
 def _judge(c: Candidate, question: PlanQuestion, r: EstimateResult) -> _Evaluated:
     """Mark which levels of one candidate's estimate meet the targets."""
-    slo, levels = question.slo, r.batch_size
+    slo = question.slo
     ttft_up = tpot_up = None
     if c.upper_bound is not None:
-        ttft_up, tpot_up = c.upper_bound(r.ttft_ms, r.tpot_ms, levels)
+        ttft_up, tpot_up = c.upper_bound(r)
     use_upper = slo.use_interval_upper_bound
     ttft = ttft_up if use_upper and ttft_up is not None else r.ttft_ms
     tpot = tpot_up if use_upper and tpot_up is not None else r.tpot_ms

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy.typing as npt
 from sqlalchemy.orm import Session
 
-from service.engine.calibration.intervals import prediction_interval
+from service.engine.calibration.intervals import estimate_intervals
 from service.engine.errors import EngineError
+from service.engine.estimate import EstimateResult
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.parallel import Parallelism
@@ -230,7 +230,7 @@ class ProfileUpperBound:
     """The upper end of the 80% interval that ``POST /v1/estimates`` answers for one candidate
     (the hook for ``use_interval_upper_bound``): the profile's held-out band, widened for a
     transfer and for what of the candidate lies outside the profile's domain
-    (``intervals.prediction_interval``, ``extrapolation.domain_extrapolation``)."""
+    (``intervals.estimate_intervals``, ``extrapolation.domain_extrapolation``)."""
 
     profile: Mapping[str, Any]
     transferred: bool
@@ -243,10 +243,8 @@ class ProfileUpperBound:
     output_tokens: float
     gpus: float
 
-    def __call__(
-        self, ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        """Return the intervals' upper ends of TTFT and TPOT for each prediction."""
+    def __call__(self, result: EstimateResult) -> tuple[FloatArray, FloatArray]:
+        """Return the intervals' upper ends of TTFT and TPOT at each point of ``result``."""
         _, amounts = domain_extrapolation(
             self.profile,
             self.model,
@@ -254,30 +252,15 @@ class ProfileUpperBound:
             weights_dtype=self.weights_dtype,
             backend=self.backend,
             mode=self.mode,
-            batch_sizes=concurrency,
+            batch_sizes=result.batch_size,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             gpus=self.gpus,
         )
-        features: dict[str, npt.ArrayLike] = {
-            "batch_size": concurrency,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "gpus": self.gpus,
-        }
-        ttft, tpot = (
-            prediction_interval(
-                self.profile,
-                metric,
-                predicted,
-                mode=self.mode,
-                transferred=self.transferred,
-                features=features,
-                extrapolating=None if amounts is None else amounts[metric],
-            ).high
-            for metric, predicted in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms))
+        bands = estimate_intervals(
+            self.profile, result, transferred=self.transferred, extrapolating=amounts
         )
-        return ttft, tpot
+        return bands["ttft_ms"].high, bands["tpot_ms"].high
 
 
 def upper_bound(

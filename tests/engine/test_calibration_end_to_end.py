@@ -273,3 +273,32 @@ def test_shipped_gpt_oss_runs_whose_load_generator_stalled_are_left_out() -> Non
     assert 5 <= left_out <= len(runs) - sound
     assert result.quality["serving.tpot_ms"].after.n >= sound
     assert "concurrency 512" in warning and "concurrency 64" not in warning
+
+
+def test_a_queued_ttft_is_banded_mostly_by_the_tpot_it_waits_on() -> None:
+    """An offline queue's TTFT is a wait for slots, a multiple of requests' decoding: its band
+    takes the TPOT's relative width, not the closed-loop TTFT's (intervals.estimate_intervals)."""
+    runs = [
+        m
+        for m in parse_csv((DATA / "h100_serving_qwen3_32b_subset.csv").read_text()).measurements
+        if isinstance(m, ServingMeasurement) and m.backend == "trtllm"
+    ]
+    stored = fit(runs, H100, MODELS, cross_validate=True).to_dict()
+    params = EfficiencyParams.from_dict(stored["parameters"])
+    shared = {"input_tokens": 512, "output_tokens": 1024, "mode": "serving", "params": params}
+    queued = estimate(
+        MODELS["qwen3-32b"], H100, batch_sizes=[20000.0], load_pattern="offline", **shared
+    )
+    assert queued.queue_wait_ms[0] > 0.95 * queued.ttft_ms[0]
+    # prompts three doublings shorter than any fitted run: the measured TTFT spread widens
+    # the prompt work only, the queue of decoding keeps the TPOT's band
+    outside = {"ttft_ms": {"length_below": 3.0}, "tpot_ms": {}}
+    bands = estimate_intervals(stored, queued, extrapolating=outside)
+    width = {m: bands[m].high[0] / getattr(queued, m)[0] for m in ("ttft_ms", "tpot_ms")}
+    low = {m: bands[m].low[0] / getattr(queued, m)[0] for m in ("ttft_ms", "tpot_ms")}
+    assert width["ttft_ms"] == pytest.approx(width["tpot_ms"], rel=0.05)
+    assert low["ttft_ms"] == pytest.approx(low["tpot_ms"], rel=0.05)
+    # without a queue the TTFT keeps its own band, widened for the prompt length
+    alone = estimate(MODELS["qwen3-32b"], H100, batch_sizes=[1.0], **shared)
+    band = estimate_intervals(stored, alone, extrapolating=outside)["ttft_ms"]
+    assert band.high[0] / alone.ttft_ms[0] > 2.0 * width["tpot_ms"]

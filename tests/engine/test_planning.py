@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from service.engine.errors import EngineError
-from service.engine.estimate import estimate
+from service.engine.estimate import EstimateResult, estimate
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.parallel import Parallelism
@@ -358,11 +358,9 @@ def test_frontier_points_are_pareto_optimal(
 
 
 def test_interval_upper_bound_tightens_the_targets(llama8b: ModelShape, h100: Accelerator) -> None:
-    def band(
-        ttft_ms: FloatArray, tpot_ms: FloatArray, concurrency: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
+    def band(result: EstimateResult) -> tuple[FloatArray, FloatArray]:
         """80% intervals whose TPOT p90 is half again the prediction."""
-        return ttft_ms, tpot_ms * 1.5
+        return result.ttft_ms, result.tpot_ms * 1.5
 
     cand = Candidate(llama8b, h100, Precision(), Parallelism(), upper_bound=band)
     base = PlanQuestion(

@@ -363,22 +363,45 @@ def estimate_intervals(
     """Return 80% intervals of an estimate's TTFT and TPOT per point from a stored profile.
 
     ``extrapolating`` maps each metric (``ttft_ms``, ``tpot_ms``) to its widening amounts
-    (``domain.extrapolation_amounts``)."""
+    (``domain.extrapolation_amounts``).
+
+    A TTFT that includes a wait for a free slot (``queue_wait_ms``: an offline queue, or more
+    clients than running slots) is banded in two parts. Its own part (admission to first
+    token) takes the TTFT band. The wait is a multiple k of a request's service time, which is
+    that own part plus its decoding, (S_out − 1) · TPOT (serving.py), so it takes k times
+    their bands, the decoding's from TPOT:
+
+        TTFT band = (1 + k) · own band + k · (S_out − 1) · TPOT band.
+
+    A long queue is mostly decode steps, so its error is the TPOT's, not that of the prompt
+    work the TTFT residuals measure (nor its widening for prompts outside the domain)."""
     features: dict[str, ArrayLike] = {
         "batch_size": result.batch_size,
         "input_tokens": float(result.input_tokens),
         "output_tokens": float(result.output_tokens),
         "gpus": float(result.gpus_per_replica),
     }
-    return {
-        metric: prediction_interval(
+
+    def band(metric: str, predicted: ArrayLike) -> Interval:
+        return prediction_interval(
             profile,
             metric,
-            getattr(result, metric),
+            predicted,
             mode=result.mode,
             transferred=transferred,
             features=features,
             extrapolating=None if extrapolating is None else extrapolating[metric],
         )
-        for metric in ("ttft_ms", "tpot_ms")
-    }
+
+    tpot = band("tpot_ms", result.tpot_ms)
+    queued = np.asarray(result.queue_wait_ms, dtype=np.float64)
+    if not np.any(queued > 0.0):
+        return {"ttft_ms": band("ttft_ms", result.ttft_ms), "tpot_ms": tpot}
+    own = band("ttft_ms", np.asarray(result.ttft_ms, dtype=np.float64) - queued)
+    decoding = np.asarray(result.e2e_latency_ms, dtype=np.float64) - result.ttft_ms
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(queued > 0.0, queued / (result.ttft_ms - queued + decoding), 0.0)
+        steps = np.where(result.tpot_ms > 0.0, decoding / result.tpot_ms, 0.0)
+        low, high = (np.where(k > 0.0, k * steps * t, 0.0) for t in (tpot.low, tpot.high))
+    ttft = Interval(low=(1.0 + k) * own.low + low, high=(1.0 + k) * own.high + high)
+    return {"ttft_ms": ttft, "tpot_ms": tpot}
