@@ -590,6 +590,37 @@ class _StepBuilder:
             cost = self._mlp(self.tokens, m.num_shared_experts * shared_width / self.tp)
             self.add("shared_experts", GEMM, cost.scaled(layers))
 
+    def activation_streaming(self) -> None:
+        """The residual stream's elementwise kernels: norms and the gated activation.
+
+        Per token, each block (mixer or FFN) ends in a fused residual-add + RMSNorm that reads
+        the block's output and the residual and writes both (4·d elements, full width on every
+        TP rank), and a gated FFN's activation reads gate and up and writes their product
+        (3·F/tp; 2·F/tp ungated), in 16-bit. Launches are in ``layer_overhead_us``.
+        """
+        m, par = self.model, self.par
+        blocks = m.num_attention_layers + m.num_mamba_layers + m.num_ffn_layers
+        per_column = 3.0 if m.ffn_type == "glu" else 2.0
+        elements = self.tokens * (4.0 * m.hidden_size * blocks)
+        if m.num_dense_ffn_layers:
+            dense = per_column * m.intermediate_size / self.tp * m.num_dense_ffn_layers
+            elements = elements + self.tokens * dense
+        if m.is_moe:
+            width = m.moe_intermediate_size * par.ep / par.moe_group_gpus
+            share = par.experts_per_gpu(m) / m.num_experts
+            routed = self.all_tokens * m.experts_per_token * share * per_column * width
+            shared_width = m.num_shared_experts * (
+                m.shared_expert_intermediate_size or m.moe_intermediate_size
+            )
+            shared = self.tokens * per_column * shared_width / self.tp
+            elements = elements + (routed + shared) * m.num_moe_layers
+        nbytes = elements * 2.0
+        memory_s = nbytes / (
+            self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
+        )
+        z = self._zeros()
+        self.add("activation_streaming", MEMORY, KernelCost(z, nbytes, z, memory_s, z, memory_s))
+
     def lm_head(self) -> None:
         m = self.model
         cost = self.gemm(self.logit_rows, m.vocab_size / self.tp, m.hidden_size, quantized=False)
@@ -665,6 +696,7 @@ class _StepBuilder:
         self.mamba()
         self.ffn()
         self.moe()
+        self.activation_streaming()
         self.lm_head()
         self.communication()
         p = self.params

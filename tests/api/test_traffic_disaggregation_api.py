@@ -276,11 +276,11 @@ def test_pools_that_miss_the_targets_are_rejected_saying_colocated_meets_them(
 ) -> None:
     """8,192-token prompts, 1P1D over the network (the catalog's 50 GB/s per GPU): every TTFT
     carries a 1,073,741,824-byte transfer, 1,073,741,824 / (50e9 · 0.85) + 5.8 µs = 25.3 ms, on
-    top of the prefill step (about 174 ms), so the pools' p50 TTFT cannot reach 185 ms whatever
+    top of the prefill step (about 188 ms), so the pools' p50 TTFT cannot reach 200 ms whatever
     their load, while a colocated replica's (the prefill step alone) does."""
     ratios = [{"prefill_replicas": 1, "decode_replicas": 1, "kv_link": "scale_out"}]
     response = plan(
-        client, (8192, 64), rate=1.0, slo={"ttft_ms_p50_max": 185.0}, disaggregation=ratios
+        client, (8192, 64), rate=1.0, slo={"ttft_ms_p50_max": 200.0}, disaggregation=ratios
     )
     assert response.status_code == 200, response.text
     answer = response.json()

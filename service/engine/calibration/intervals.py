@@ -45,7 +45,7 @@ COVERAGE = 0.8
 Z_90 = 1.2815515655446004  # standard normal 90th percentile (two-sided 80%)
 MIN_RESIDUALS = 8
 FALLBACK_LOG_SIGMA = 0.25  # ±25%-ish when too few held-out residuals exist
-TRANSFER_LOG_SIGMA = 0.166  # accuracy.md §11a, accelerator kind, pooled (see above)
+TRANSFER_LOG_SIGMA = 0.160  # accuracy.md §11a, accelerator kind, pooled (see above)
 DISTANCE_LOG_SIGMA = 0.05  # per doubling outside the calibration range
 
 
@@ -153,29 +153,29 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.0),
-        "model_kind": _spread(0.103),
+        "model": _spread(0.013),
+        "model_kind": _spread(0.105),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
-        "concurrency_above": _spread(0.088, per_doubling=True),
-        "concurrency_below": _spread(0.0, per_doubling=True),
-        "gpus_above": _spread(0.01, per_doubling=True),
-        "gpus_below": _spread(0.153, per_doubling=True),
+        "concurrency_above": _spread(0.085, per_doubling=True),
+        "concurrency_below": _spread(0.016, per_doubling=True),
+        "gpus_above": _spread(0.0, per_doubling=True),
+        "gpus_below": _spread(0.131, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(0.405),
-        "model_kind": _spread(0.619),
+        "model": _spread(0.341),
+        "model_kind": _spread(0.569),
         "backend": _spread(0.0),
-        "mode": _spread(2.075),
-        "concurrency_above": _spread(0.25, per_doubling=True),
-        "concurrency_below": _spread(0.26, per_doubling=True),
+        "mode": _spread(2.013),
+        "concurrency_above": _spread(0.28, per_doubling=True),
+        "concurrency_below": _spread(0.264, per_doubling=True),
         "gpus_above": _spread(0.0, per_doubling=True),
-        "gpus_below": _spread(0.18, per_doubling=True),
+        "gpus_below": _spread(0.22, per_doubling=True),
     },
     "static.latency_ms": {
-        "model": _spread(0.005),
-        "model_kind": _spread(0.145),
-        "mode": _spread(0.227),
+        "model": _spread(0.0),
+        "model_kind": _spread(0.135),
+        "mode": _spread(0.22),
     },
 }
 

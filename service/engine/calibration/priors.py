@@ -36,7 +36,12 @@ fp8 runs' KV cache read as fp8, run_predictor.precision_of; Llama-3.1-8B 0.68), 
 (Qwen3-32B 0.55, its only model; until accuracy.md item 28 it kept the generic 0). Being taken
 from those runs, it makes the spec-sheet columns of the benchmark's serving protocols partly
 in-sample; the Argonne static batches (other releases and models) are out of sample for it
-(benchmarks/results/accuracy.md).
+(benchmarks/results/accuracy.md). These fits predate the pricing of the residual stream's
+elementwise traffic (``operators.activation_streaming``); with it the same runs fit 0.64 (vLLM),
+0.40 (TensorRT-LLM) and 0.30 (SGLang), but priors re-derived from those made uncalibrated
+answers worse on the out-of-sample Argonne batches (accuracy.md item 30), so the values above
+stay: what a step at load costs beyond the spec sheet's kernel priors, not today's in-sample
+fits.
 
 The eager launch floor (``eager_layer_launch_us``, efficiency.py: a step that carries prompt
 tokens, launched outside a CUDA graph, lasts at least layers · this) has a 700 µs sd everywhere
@@ -44,7 +49,8 @@ and mean 0 except for TensorRT-LLM, whose PyTorch backend runs context and mixed
 eagerly unless piecewise CUDA graphs are switched on (its docs, "Torch Compile & Piecewise CUDA
 Graph"): an empirical prior, the in-sample fit of its shipped runs, 530 µs per layer (Qwen3-32B
 alone 516, Llama-3.1-8B alone 554: the per-layer count holds across a 64- and a 32-layer model;
-benchmarks/results/accuracy.md, section 7d). vLLM V1 replays piecewise CUDA graphs for mixed
+benchmarks/results/accuracy.md, section 7d; 588 since activation streaming is priced, kept at
+530 with the per-sequence priors). vLLM V1 replays piecewise CUDA graphs for mixed
 batches; its runs, and SGLang's, fit 0.
 
 The closed-loop harness terms have the spec-sheet priors (0.5 decode steps of admission wait: a

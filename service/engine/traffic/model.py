@@ -155,6 +155,9 @@ class GoodputResult:
     limited_by: str  # "saturation", "slo" or "unloaded_latency"
     at_goodput: TrafficResult | None  # the stream at the goodput rate (None when it is 0)
     simulations: int
+    # The lowest probed rate that missed a target: the largest rate meeting them lies between
+    # requests_per_s and this (None when every probe met them).
+    missed_requests_per_s: float | None = None
 
 
 def percentiles_of(values: FloatArray) -> Percentiles:
@@ -429,23 +432,25 @@ def search_goodput(
         result = run(rate)
         return result if meets(result, targets) else None
 
-    def within_saturation(rate: float, result: TrafficResult, limited: str) -> GoodputResult:
+    def within_saturation(
+        rate: float, result: TrafficResult, limited: str, missed: float | None
+    ) -> GoodputResult:
         # A finite stream beyond saturation can still meet loose targets (its queue has not
         # grown enough yet); no rate above the saturation rate is sustainable: capped there.
         if rate <= capacity:
-            return GoodputResult(rate, capacity, limited, result, runs)
+            return GoodputResult(rate, capacity, limited, result, runs, missed)
         ceiling = server.saturation(spec)
         if rate <= ceiling:
-            return GoodputResult(rate, capacity, limited, result, runs)
-        return GoodputResult(ceiling, capacity, "saturation", run(ceiling), runs + 1)
+            return GoodputResult(rate, capacity, limited, result, runs, missed)
+        return GoodputResult(ceiling, capacity, "saturation", run(ceiling), runs + 1, missed)
 
     top = probe(high)
     if top is not None:
-        return within_saturation(high, top, "saturation")
+        return within_saturation(high, top, "saturation", None)
     low = capacity * GOODPUT_FLOOR_SHARE
     best = probe(low)
     if best is None:
-        return GoodputResult(0.0, capacity, "unloaded_latency", None, runs)
+        return GoodputResult(0.0, capacity, "unloaded_latency", None, runs, low)
     for _ in range(GOODPUT_STEPS):
         middle = math.sqrt(low * high) if high / low > 4.0 else (low + high) / 2.0
         found = probe(middle)
@@ -454,7 +459,7 @@ def search_goodput(
         else:
             low, best = middle, found
     return within_saturation(
-        low, best, "saturation" if low >= SATURATION_SHARE * capacity else "slo"
+        low, best, "saturation" if low >= SATURATION_SHARE * capacity else "slo", high
     )
 
 
