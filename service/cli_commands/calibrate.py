@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,7 +63,6 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
     quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
     if quality:
         yield table("fit", ["metric", "value"], quality)
-    yield from (f"warning: {w}" for w in measured.warnings)
 
 
 def calibrate(
@@ -99,12 +99,21 @@ def calibrate(
             "vllm_bench_json, sglang_bench_serving, genai_perf, trtllm_bench, guidellm.",
         ),
     ] = None,
+    split_by_backend: Annotated[
+        bool,
+        typer.Option(
+            "--split-by-backend",
+            help="Store one profile per backend the runs name (files that mix engines), "
+            "each profile taking its backend from its runs.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Fit and store one calibration profile from measured benchmarks (POST /v1/calibrations)."""
+    """Fit and store one calibration profile from measured benchmarks (POST /v1/calibrations);
+    with --split-by-backend, one per backend."""
     with reported():
         measured, source = read_measurement_files(
             files,
@@ -122,11 +131,17 @@ def calibrate(
         if backend_version:
             body["backend_version"] = backend_version
         with open_client(url, api_key) as client, Console(stderr=True).status("fitting"):
-            profile = client.calibrate(body)
+            if split_by_backend:
+                profiles = client.calibrate_per_backend(body)
+            else:
+                profiles = [client.calibrate(body)]
     emit(
-        profile,
+        profiles if split_by_backend else profiles[0],
         as_json=as_json,
         as_csv=as_csv,
-        rows=lambda: profile_rows(profile),
-        render=lambda: profile_tables(profile, measured),
+        rows=lambda: (row for p in profiles for row in profile_rows(p)),
+        render=lambda: chain(
+            (item for p in profiles for item in profile_tables(p, measured)),
+            (f"warning: {w}" for w in measured.warnings),
+        ),
     )

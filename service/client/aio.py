@@ -197,6 +197,12 @@ class AsyncRidgeline:
         """Fit and store a calibration profile from JSON measurements."""
         return await self._run(calls.calibrate(body, fields))
 
+    async def calibrate_per_backend(
+        self, body: Body | None = None, /, **fields: Any
+    ) -> list[CalibrationProfile]:
+        """Fit and store one profile per backend that the measurements' runs name."""
+        return await self._run(calls.calibrate_per_backend(body, fields))
+
     async def calibrate_file(
         self,
         path: str | Path | Sequence[str | Path],

@@ -278,6 +278,21 @@ def calibrate(body: Body | None, fields: Mapping[str, Any]) -> Call[CalibrationP
     )
 
 
+def calibrate_per_backend(
+    body: Body | None, fields: Mapping[str, Any]
+) -> Call[list[CalibrationProfile]]:
+    """POST /v1/calibrations?split_by_backend=true: one stored profile per backend of the runs
+    (all or none; not repeated on connection errors)."""
+    return Call(
+        "POST",
+        "/v1/calibrations",
+        lambda response: [_profile(item) for item in response.json()["items"]],
+        params={"split_by_backend": "true"},
+        json=to_json(body, fields),
+        idempotent=False,
+    )
+
+
 def _profile(item: Any) -> CalibrationProfile:
     return CalibrationProfile.model_validate(item)
 

@@ -196,6 +196,12 @@ class Ridgeline:
         """Fit and store a calibration profile from JSON measurements."""
         return self._run(calls.calibrate(body, fields))
 
+    def calibrate_per_backend(
+        self, body: Body | None = None, /, **fields: Any
+    ) -> list[CalibrationProfile]:
+        """Fit and store one profile per backend that the measurements' runs name."""
+        return self._run(calls.calibrate_per_backend(body, fields))
+
     def calibrate_file(
         self,
         path: str | Path | Sequence[str | Path],

@@ -135,6 +135,27 @@ def test_calibrate_refuses_a_file_mixing_backends(
     assert client.get("/v1/calibrations").json()["items"] == []
 
 
+def test_calibrate_splits_a_file_mixing_backends_when_asked(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    serving = DATA / "benchmarks" / "h100_serving_qwen3_32b_subset.csv"
+    rows = serving.read_text().strip().splitlines()[1:]
+    result = ridgeline_cli(
+        "calibrate", str(serving), "-a", "h100-sxm", "--split-by-backend", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    profiles = json.loads(result.stdout)
+    backends = sorted(p["backend"] for p in profiles)
+    assert backends == ["sglang", "trtllm", "vllm"]
+    for profile in profiles:
+        mine = sum(f",{profile['backend']}," in row for row in rows)
+        assert profile["fit"]["n_measurements"] == mine
+    assert sorted(all_ids(client, "/v1/calibrations")) == sorted(p["id"] for p in profiles)
+    table = ridgeline_cli("calibrate", str(serving), "-a", "h100-sxm", "--split-by-backend")
+    assert table.exit_code == 0, table.stderr
+    assert table.stdout.count("calibration cal_") == 3
+
+
 def test_calibrate_fits_one_profile_on_several_files(
     ridgeline_cli: Invoke, client: TestClient, tmp_path: Path
 ) -> None:

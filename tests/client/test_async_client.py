@@ -105,3 +105,25 @@ def test_async_gives_up_with_rate_limit_error() -> None:
 
     with pytest.raises(RateLimitError):
         asyncio.run(main())
+
+
+def test_async_calibrate_per_backend_stores_one_profile_per_engine(
+    app: FastAPI, api_key: str
+) -> None:
+    """Runs of two engines in one body: one stored profile each, taking its runs' backend."""
+    run = {"kind": "serving", "model": "qwen3-32b", "parallelism": {"tp": 2}}
+    runs = [
+        {**run, "backend": backend, "input_tokens": 1024, "output_tokens": 128,
+         "concurrency": c, "ttft_ms": ttft, "tpot_ms": tpot}
+        for backend, c, ttft, tpot in (
+            ("vllm", 8, 160.0, 16.0), ("vllm", 32, 420.0, 21.0),
+            ("trtllm", 8, 140.0, 15.0), ("trtllm", 32, 380.0, 19.0),
+        )
+    ]  # fmt: skip
+
+    async def body(rl: AsyncRidgeline) -> list[Any]:
+        return await rl.calibrate_per_backend(accelerator="h100-sxm", measurements=runs)
+
+    profiles = run_on_app(app, api_key, body)
+    assert sorted(p.backend for p in profiles) == ["trtllm", "vllm"]
+    assert all(p.fit.n_measurements == 2 for p in profiles)
