@@ -2117,7 +2117,12 @@ ISSUE_11_NOTES = (
     "4.7 → 4.4%. The priors keep the values derived before this term (priors.py says so). "
     "Default spreads and the transfer widening re-copied from section 11a (transfer 0.166 → "
     "0.160; same-kind model TPOT 0 → 0.013, TTFT 0.405 → 0.341); groups within 72–88% 19 → 19 "
-    "of 71. "
+    "of 71. Tried afterwards and reverted after seeing the tables: running requests holding "
+    "S_in + ½ S_out of KV cache on vLLM and SGLang (blocks allocated as tokens are generated, "
+    "preemption when they run out) instead of the whole answer, which admits more requests "
+    "where the cache binds: vLLM (backend, tp) TPOT 3.3 → 3.2%, leave-model-out TPOT 4.7 → "
+    "4.6%, but vLLM TTFT 13.2 → 14.6%, SGLang TTFT 13.0 → 13.4%, SGLang TTFT coverage 86 → 69%, "
+    "FAIL cells 14 → 15 and groups within 72–88% 19 → 17. "
     "Splits and the data were not changed after seeing results."
 )
 
