@@ -52,6 +52,9 @@ from service.engine.shapes import ModelShape
 # Row kinds: GEMMs (weights), attention and the SSM scan (per-sequence cached state),
 # memory-only kernels (gathers, conv1d), interconnect.
 GEMM, ATTENTION, MEMORY, COMMUNICATION = "gemm", "attention", "memory", "communication"
+# Bytes per element of the residual stream between kernels: engines keep it in bf16/fp16 at
+# every weight precision (fp8 GEMMs quantise their inputs inside or right before the kernel).
+RESIDUAL_STREAM_BYTES = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -614,7 +617,7 @@ class _StepBuilder:
             )
             shared = self.tokens * per_column * shared_width / self.tp
             elements = elements + (routed + shared) * m.num_moe_layers
-        nbytes = elements * 2.0
+        nbytes = elements * RESIDUAL_STREAM_BYTES
         memory_s = nbytes / (
             self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
         )

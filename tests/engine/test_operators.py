@@ -333,3 +333,41 @@ def test_mla_prefill_runs_un_absorbed_and_decode_absorbed(
     attention = next(r for r in decode.rows if r.name == "attention")
     # Absorbed decode: 2 · B · n_h/tp · (576 + 512) · (S + 1) keys, reading the 576-value latent.
     assert float(attention.flops) == pytest.approx(2 * 4 * heads * 1088 * 1001 * layers)
+
+
+def _streamed_bytes(model: ModelShape, acc: Accelerator, tokens: float, par: Parallelism) -> float:
+    step = decode_step(
+        model,
+        acc,
+        batch_size=tokens,
+        context_tokens=512.0,
+        precision=Precision(weights="fp8", activations="fp8"),
+        parallelism=par,
+        params=DEFAULT_EFFICIENCY,
+    )
+    return float(next(r for r in step.rows if r.name == "activation_streaming").bytes)
+
+
+def test_activation_streaming_counts_norms_on_every_rank_and_the_ffn_share(
+    h100: Accelerator,
+) -> None:
+    """Llama-3.1-8B, 64 tokens: per layer two fused residual-add + RMSNorms of 4·4,096 elements
+    (replicated on each TP rank) and a SiLU·up of 3·14,336 / tp, 16-bit at any weight dtype."""
+    model = llama_31_8b()
+    for tp in (1, 4):
+        expected = 64 * 32 * (2 * 4 * 4096 + 3 * 14336 / tp) * 2
+        got = _streamed_bytes(model, h100, 64.0, Parallelism(tp=tp))
+        assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_activation_streaming_of_moe_experts_is_the_same_split_by_tp_or_ep(
+    h100: Accelerator,
+) -> None:
+    """Mixtral-8x7B on 4 GPUs: each token's 2 experts stream 3·14,336 elements in all, a quarter
+    per GPU whether each GPU holds a quarter of every expert (tp 4) or 2 whole experts (ep 4)."""
+    model = mixtral_8x7b()
+    norms = 32 * 64 * 2 * 4 * 4096 * 2
+    experts = 32 * 64 * 2 * 3 * 14336 / 4 * 2
+    for par in (Parallelism(tp=4), Parallelism(tp=4, ep=4)):
+        got = _streamed_bytes(model, h100, 64.0, par)
+        assert got == pytest.approx(norms + experts, rel=1e-12)
