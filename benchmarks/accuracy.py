@@ -2122,7 +2122,15 @@ ISSUE_11_NOTES = (
     "preemption when they run out) instead of the whole answer, which admits more requests "
     "where the cache binds: vLLM (backend, tp) TPOT 3.3 → 3.2%, leave-model-out TPOT 4.7 → "
     "4.6%, but vLLM TTFT 13.2 → 14.6%, SGLang TTFT 13.0 → 13.4%, SGLang TTFT coverage 86 → 69%, "
-    "FAIL cells 14 → 15 and groups within 72–88% 19 → 17. "
+    "FAIL cells 14 → 15 and groups within 72–88% 19 → 17. Also tried and reverted: pricing "
+    "the quantisation of every fp8 GEMM input from the 16-bit stream as its own kernel (2 bytes "
+    "read, 1 written per input element; TensorRT-LLM's fp8 linear calls a separate quantise "
+    "op): section 7c's fp8 prompts 1.34–1.48 → 1.26–1.40×, spec-sheet TensorRT-LLM (backend, tp) "
+    "TPOT 9.2 → 6.8%, calibrated 4.3 → 3.8%, groups within 72–88% 19 → 21; but leave-model-out "
+    "TPOT 4.7 → 4.9% and TTFT 27.6 → 29.0% (Qwen3-32B on TensorRT-LLM 29.6 → 33.3%), static → "
+    "serving TPOT 5.8 → 6.0%, FAIL cells 14 → 16; and recent vLLM releases fuse the quantisation "
+    "into the norm, activation and attention kernels by default (their torch.compile fusion "
+    "passes), so the cost would differ by engine. "
     "Splits and the data were not changed after seeing results."
 )
 
