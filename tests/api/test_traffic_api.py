@@ -60,6 +60,8 @@ def test_backend_defaults_follow_the_engine_docs(client: TestClient) -> None:
     assert sglang["max_num_batched_tokens"] == 8192
     vllm = post(client, {**body(), "backend": "vllm"}).json()["traffic"]["scheduler"]
     assert vllm["max_running_requests"] == 1024  # H100: 80 GB ≥ 70 GiB, not an A100
+    trtllm = post(client, {**body(), "backend": "trtllm"}).json()["traffic"]["scheduler"]
+    assert trtllm["max_running_requests"] == 2048  # the LLM API's max_batch_size default
     own = post(client, body(max_num_batched_tokens=2048, max_running_requests=64))
     assert own.json()["traffic"]["scheduler"]["max_num_batched_tokens"] == 2048
     assert own.json()["traffic"]["scheduler"]["max_running_requests"] == 64

@@ -9,8 +9,10 @@
   max_running_requests follows from the KV-cache pool; a new prefill batch runs before
   decoding resumes (mixed chunks are off by default): prefill-first.
 - TensorRT-LLM (trtllm-serve ``--max_num_tokens``, default 8192; in-flight batching puts
-  context chunks and generation tokens in one step): decode-first; the running limit is taken
-  from the KV cache.
+  context chunks and generation tokens in one step): decode-first; at most 2048 running
+  requests (``max_batch_size``, default 2048 in the LLM API's ``BaseLlmArgs``,
+  tensorrt_llm/llmapi/llm_args.py, which trtllm-serve builds on), or fewer where the KV cache
+  binds.
 - No backend named: 8192 tokens per step, the KV-cache limit, decode-first.
 """
 
@@ -54,5 +56,7 @@ def scheduler_defaults(backend: str | None, accelerator: Accelerator) -> Schedul
             chunk = 16384
         return SchedulerDefaults(chunk, None, "prefill_first", "SGLang ServerArgs defaults")
     if name in ("trtllm", "tensorrt-llm", "tensorrt_llm"):
-        return SchedulerDefaults(8192, None, "decode_first", "trtllm-serve --max_num_tokens")
+        return SchedulerDefaults(
+            8192, 2048, "decode_first", "trtllm-serve --max_num_tokens, LLM API max_batch_size"
+        )
     return SchedulerDefaults(8192, None, "decode_first", "Ridgeline default")
