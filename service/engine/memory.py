@@ -129,8 +129,7 @@ def _layer_elements(model: ModelShape, parallelism: Parallelism) -> tuple[float,
         split = parallelism.moe_group_gpus / parallelism.ep
         per_layer = parallelism.experts_per_gpu(m) * _ffn_params(m, m.moe_intermediate_size / split)
         if m.num_shared_experts:
-            shared = m.shared_expert_intermediate_size or m.moe_intermediate_size
-            per_layer += _ffn_params(m, m.num_shared_experts * shared / tp)
+            per_layer += _ffn_params(m, m.num_shared_experts * m.shared_expert_width / tp)
         quantized += m.num_moe_layers * per_layer
         unquantized += m.num_moe_layers * m.hidden_size * m.num_experts  # router, replicated
     return quantized, unquantized
@@ -265,9 +264,7 @@ def activation_bytes(
     """
     m, tp = model, float(parallelism.tp)
     if m.is_moe:
-        shared = m.num_shared_experts * (
-            m.shared_expert_intermediate_size or m.moe_intermediate_size
-        )
+        shared = m.num_shared_experts * m.shared_expert_width
         widest = m.experts_per_token * m.moe_intermediate_size + shared
         widest = max(widest, m.intermediate_size if m.num_dense_ffn_layers else 0)
     else:

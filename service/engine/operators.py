@@ -556,6 +556,14 @@ class _StepBuilder:
         cost = self._mlp(self.tokens, m.intermediate_size / self.tp)
         self.add("ffn", GEMM, cost.scaled(m.num_dense_ffn_layers))
 
+    def _expert_slice(self) -> tuple[float, float]:
+        """One routed expert's intermediate columns on a GPU, and the share of the experts the
+        busiest GPU holds: each GPU holds ceil(E / ep) experts, each split (tp × attention_dp)
+        / ep ways."""
+        m, par = self.model, self.par
+        width = m.moe_intermediate_size * par.ep / par.moe_group_gpus
+        return width, par.experts_per_gpu(m) / m.num_experts
+
     def moe(self) -> None:
         m = self.model
         if not m.is_moe:
@@ -572,13 +580,11 @@ class _StepBuilder:
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 rows_per_expert = np.where(touched > 0, tokens * m.experts_per_token / touched, 0.0)
-        # Each GPU holds 1/ep of the experts, each split (tp × attention_dp)/ep ways; one fused
-        # kernel per matrix, its grid over every touched expert on the GPU.
-        width = m.moe_intermediate_size * self.par.ep / self.par.moe_group_gpus
+        # One fused kernel per matrix, its grid over every touched expert on the GPU.
+        width, share = self._expert_slice()
         d = m.hidden_size
         up = 2.0 * width if m.ffn_type == "glu" else width
-        # The busiest GPU holds ceil(E / ep) experts: that share of the touched ones.
-        touched_here = touched * (self.par.experts_per_gpu(m) / m.num_experts)
+        touched_here = touched * share
         one = self.gemm(
             rows_per_expert, up, d, launch=False, grid_columns=touched_here * up
         ) + self.gemm(rows_per_expert, d, width, launch=False, grid_columns=touched_here * d)
@@ -589,8 +595,7 @@ class _StepBuilder:
         experts = experts + KernelCost(z, z, z, z, z, launches)
         self.add("experts", GEMM, experts.scaled(layers))
         if m.num_shared_experts:
-            shared_width = m.shared_expert_intermediate_size or m.moe_intermediate_size
-            cost = self._mlp(self.tokens, m.num_shared_experts * shared_width / self.tp)
+            cost = self._mlp(self.tokens, m.num_shared_experts * m.shared_expert_width / self.tp)
             self.add("shared_experts", GEMM, cost.scaled(layers))
 
     def activation_streaming(self) -> None:
@@ -601,7 +606,7 @@ class _StepBuilder:
         TP rank), and a gated FFN's activation reads gate and up and writes their product
         (3·F/tp; 2·F/tp ungated), in 16-bit. Launches are in ``layer_overhead_us``.
         """
-        m, par = self.model, self.par
+        m = self.model
         blocks = m.num_attention_layers + m.num_mamba_layers + m.num_ffn_layers
         per_column = 3.0 if m.ffn_type == "glu" else 2.0
         elements = self.tokens * (4.0 * m.hidden_size * blocks)
@@ -609,12 +614,9 @@ class _StepBuilder:
             dense = per_column * m.intermediate_size / self.tp * m.num_dense_ffn_layers
             elements = elements + self.tokens * dense
         if m.is_moe:
-            width = m.moe_intermediate_size * par.ep / par.moe_group_gpus
-            share = par.experts_per_gpu(m) / m.num_experts
+            width, share = self._expert_slice()
             routed = self.all_tokens * m.experts_per_token * share * per_column * width
-            shared_width = m.num_shared_experts * (
-                m.shared_expert_intermediate_size or m.moe_intermediate_size
-            )
+            shared_width = m.num_shared_experts * m.shared_expert_width
             shared = self.tokens * per_column * shared_width / self.tp
             elements = elements + (routed + shared) * m.num_moe_layers
         nbytes = elements * RESIDUAL_STREAM_BYTES

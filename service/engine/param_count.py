@@ -124,7 +124,7 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
     router = 0
     if shape.is_moe:
         expert = _ffn(h, shape.moe_intermediate_size, shape.ffn_type, shape.mlp_bias)
-        shared_width = shape.shared_expert_intermediate_size or shape.moe_intermediate_size
+        shared_width = shape.shared_expert_width
         shared = shape.num_shared_experts * _ffn(h, shared_width, shape.ffn_type, shape.mlp_bias)
         router = h * shape.num_experts + (shape.num_experts if shape.mlp_bias else 0)
     final_norm = h

@@ -93,6 +93,11 @@ class ModelShape:
         return self.num_experts > 0
 
     @property
+    def shared_expert_width(self) -> int:
+        """Intermediate width of one shared expert (a routed expert's when not given)."""
+        return self.shared_expert_intermediate_size or self.moe_intermediate_size
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
