@@ -385,13 +385,17 @@ class _StepBuilder:
 
     # --- operators -------------------------------------------------------------------------
 
-    def embedding(self) -> None:
-        gather = self.tokens * self.model.hidden_size * self.prec.unquantized_bytes_per_element
-        memory_s = gather / (
+    def _streamed(self, nbytes: FloatArray) -> KernelCost:
+        """A memory-only kernel that moves ``nbytes`` at the streaming share of HBM bandwidth."""
+        memory_s = nbytes / (
             self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
         )
         z = self._zeros()
-        self.add("embedding", MEMORY, KernelCost(z, gather, z, memory_s, z, memory_s))
+        return KernelCost(z, nbytes, z, memory_s, z, memory_s)
+
+    def embedding(self) -> None:
+        gather = self.tokens * self.model.hidden_size * self.prec.unquantized_bytes_per_element
+        self.add("embedding", MEMORY, self._streamed(gather))
 
     def qkv_projection(self) -> None:
         m, n = self.model, self.tokens
@@ -619,12 +623,7 @@ class _StepBuilder:
             shared_width = m.num_shared_experts * m.shared_expert_width
             shared = self.tokens * per_column * shared_width / self.tp
             elements = elements + (routed + shared) * m.num_moe_layers
-        nbytes = elements * RESIDUAL_STREAM_BYTES
-        memory_s = nbytes / (
-            self.acc.memory_bandwidth_bytes_s * self.params.memory_bandwidth_efficiency
-        )
-        z = self._zeros()
-        self.add("activation_streaming", MEMORY, KernelCost(z, nbytes, z, memory_s, z, memory_s))
+        self.add("activation_streaming", MEMORY, self._streamed(elements * RESIDUAL_STREAM_BYTES))
 
     def lm_head(self) -> None:
         m = self.model
