@@ -77,8 +77,9 @@ def serving_state(
       spread over the decode cycle (each finds the prefill queue empty), ½ for lockstep waves of
       equal-length closed-loop clients (half the wave is ahead on average), which prefill-first
       schedulers keep in step.
-    - TTFT = admission wait (``admission_wait_steps`` decode-only steps) + q·(R − 1)·prompt_s
-      + its own n chunk steps (n decode-only steps + prompt_s).
+    - TTFT = admission wait (``admission_wait_steps`` decode-only steps; none for a lone
+      client, C = 1, whose request finds the engine idle) + q·(R − 1)·prompt_s + its own n
+      chunk steps (n decode-only steps + prompt_s).
     - Waiting for a slot when C > R (closed loop, Little's law): each request's service time
       T = TTFT without the slot wait + (S_out − 1)·TPOT = admission + (n + S_out − 1) decode-only
       steps + all R prompts of the cycle, whatever q; throughput X = R / T, response time C / X,
@@ -120,7 +121,10 @@ def serving_state(
     behind_s = (1.0 - share) * others * prompt_s
     tpot = decode_s + where(decode_steps > 0, behind_s / maximum(decode_steps, 1.0), 0.0)
     own_s = chunks * decode_s + prompt_s
-    first_token = params.admission_wait_steps * decode_s + share * others * prompt_s + own_s
+    # A lone client's request (C = 1) finds the engine idle: no step to wait for, whatever
+    # wait the harness terms learned from runs with other clients.
+    wait_steps = where(c > 1.0, params.admission_wait_steps, 0.0)
+    first_token = wait_steps * decode_s + share * others * prompt_s + own_s
     service = first_token + decode_steps * decode_s + behind_s
     queue_wait = (c / running - 1.0) * service * (0.5 if offline else 1.0)
     ttft = queue_wait + first_token

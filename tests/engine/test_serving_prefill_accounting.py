@@ -125,3 +125,15 @@ def test_a_step_carrying_a_prompt_lasts_at_least_the_eager_launch_time(
     long, long_eager = _state(llama8b, h100, 8192, 256), _state(llama8b, h100, 8192, 256, eager)
     assert np.all(long.mixed_step.time_s - long.mixed_step.overhead_s > floor_s)
     np.testing.assert_allclose(long_eager.prompt_s, long.prompt_s, rtol=1e-12)
+
+
+def test_a_lone_client_waits_for_no_step(llama8b: ModelShape, h100: Accelerator) -> None:
+    """The admission wait counts decode steps of other requests; one client has none."""
+    none = _state(llama8b, h100, 1024, 128, DEFAULT_EFFICIENCY.replace(admission_wait_steps=0.0))
+    waits = _state(llama8b, h100, 1024, 128, DEFAULT_EFFICIENCY.replace(admission_wait_steps=6.0))
+    # alone: the first token is its own prefill, whatever wait a fit learned from many clients
+    assert waits.ttft_s[0] == pytest.approx(none.ttft_s[0], rel=1e-12)
+    # from two clients on, the wait adds that many decode-only steps
+    np.testing.assert_allclose(
+        waits.ttft_s[1:] - none.ttft_s[1:], 6.0 * none.decode_only.time_s[1:], rtol=1e-9
+    )
