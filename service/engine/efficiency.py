@@ -139,6 +139,14 @@ class EfficiencyParams:
     # ½ when closed-loop clients with equal lengths arrive in lockstep waves (half the wave is
     # ahead on average). Prior 0; fitted per serving engine (serving.py).
     prefill_queue_share: float = 0.0
+    # Other prompts ahead of a new closed-loop request besides that share, per unit of ln R
+    # (R running requests): clients that are partly in step, more with more clients but far
+    # from a whole wave. The runs' own TTFT shows it (benchmarks/results/accuracy.md, section
+    # 7f): beyond the engine's own prefill, the closed-loop vLLM runs' TTFT holds about
+    # ln(C) prompts at concurrency 4–64 on both models (gpt-oss-120b and Qwen3-32B), where a
+    # share would need q ≈ 0.3 at C = 8 and 0.07 at C = 64. Prior 0; bounded by 1 (then
+    # ln R ≤ R − 1 prompts, never more than there are); fitted per profile.
+    prefill_queue_ln_prompts: float = 0.0
 
     def gemm_compute_efficiency(self, compute_dtype: str) -> float:
         """Return the best-shape GEMM efficiency for a compute dtype (8-bit and below use fp8's)."""
@@ -225,6 +233,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "prefill_chunk_tokens": (64.0, 1_048_576.0),
     "admission_wait_steps": (0.0, 100.0),
     "prefill_queue_share": (0.0, 1.0),
+    "prefill_queue_ln_prompts": (0.0, 1.0),
 }
 
 DEFAULT_EFFICIENCY = EfficiencyParams()
@@ -233,7 +242,11 @@ DEFAULT_EFFICIENCY = EfficiencyParams()
 # clients), not how the engine runs: fitted on closed-loop serving runs and applied only to
 # closed-loop serving estimates (``mode: serving``). Static batches never use them; an estimate
 # for any other load pattern takes them at their priors (``engine_only``).
-HARNESS_TERMS: tuple[str, ...] = ("admission_wait_steps", "prefill_queue_share")
+HARNESS_TERMS: tuple[str, ...] = (
+    "admission_wait_steps",
+    "prefill_queue_share",
+    "prefill_queue_ln_prompts",
+)
 # Of those, the ones the engine's scheduling policy sets: whether a closed loop's waves stay in
 # step depends on whether the scheduler runs new prompts before decoding (prefill-first keeps
 # them in lockstep: share ½) or beside it (decode-first spreads them: share 0). They follow the

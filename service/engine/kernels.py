@@ -85,6 +85,13 @@ def minimum(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
     return np.minimum(a, b)
 
 
+def log(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.log(value)``; on a float, ``math.log`` as a float."""
+    if type(value) is float:
+        return math.log(value)
+    return np.log(value)
+
+
 def floor(value: npt.ArrayLike) -> FloatArray:
     """Return ``np.floor(value)``; on a float, the same whole number as a float."""
     if type(value) is float:

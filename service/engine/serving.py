@@ -13,6 +13,7 @@ from service.engine.kernels import (
     Hardware,
     ceil,
     is_scalar,
+    log,
     maximum,
     minimum,
     values,
@@ -70,16 +71,17 @@ def serving_state(
       (TensorRT-LLM by default) makes such a step last at least the host's launch time,
       layers · ``eager_layer_launch_us``, plus its host overheads.
     - Per cycle of one slot (arrival to last token) each of the other R − 1 slots prefills one
-      prompt. A share q = ``prefill_queue_share`` of them runs before the new request's first
-      token (in its TTFT); the rest, (1 − q)·(R − 1), runs while it decodes, in its S_out − 1
-      decode steps (TPOT, as benchmark clients measure it, excludes the first token):
-      TPOT = decode-only step + (1 − q)·(R − 1)·prompt_s / (S_out − 1). q = 0 when arrivals
+      prompt. A = min(q·(R − 1) + a·ln R, R − 1) of them run before the new request's first
+      token (in its TTFT), q = ``prefill_queue_share`` and a = ``prefill_queue_ln_prompts``;
+      the rest, R − 1 − A, run while it decodes, in its S_out − 1 decode steps (TPOT, as
+      benchmark clients measure it, excludes the first token):
+      TPOT = decode-only step + (R − 1 − A)·prompt_s / (S_out − 1). q = 0 when arrivals
       spread over the decode cycle (each finds the prefill queue empty), ½ for lockstep waves of
       equal-length closed-loop clients (half the wave is ahead on average), which prefill-first
-      schedulers keep in step.
+      schedulers keep in step; a·ln R for clients partly in step (efficiency.py).
     - TTFT = admission wait (``admission_wait_steps`` decode-only steps; none for a lone
-      client, C = 1, whose request finds the engine idle) + q·(R − 1)·prompt_s + its own n
-      chunk steps (n decode-only steps + prompt_s).
+      client, C = 1, whose request finds the engine idle) + A·prompt_s + its own n chunk steps
+      (n decode-only steps + prompt_s).
     - Waiting for a slot when C > R (closed loop, Little's law): each request's service time
       T = TTFT without the slot wait + (S_out − 1)·TPOT = admission + (n + S_out − 1) decode-only
       steps + all R prompts of the cycle, whatever q; throughput X = R / T, response time C / X,
@@ -118,13 +120,18 @@ def serving_state(
     others = maximum(running - 1.0, 0.0)
     share = params.prefill_queue_share
     # the other prompts of the cycle that run while this request decodes
-    behind_s = (1.0 - share) * others * prompt_s
+    # the other prompts of the cycle that run before this request's first token (a share of
+    # them, plus about ln R more: efficiency.py), at most all of them; the rest run while it
+    # decodes
+    ln_running = log(maximum(running, 1.0))
+    ahead = minimum(share * others + params.prefill_queue_ln_prompts * ln_running, others)
+    behind_s = (others - ahead) * prompt_s
     tpot = decode_s + where(decode_steps > 0, behind_s / maximum(decode_steps, 1.0), 0.0)
     own_s = chunks * decode_s + prompt_s
     # A lone client's request (C = 1) finds the engine idle: no step to wait for, whatever
     # wait the harness terms learned from runs with other clients.
     wait_steps = where(c > 1.0, params.admission_wait_steps, 0.0)
-    first_token = wait_steps * decode_s + share * others * prompt_s + own_s
+    first_token = wait_steps * decode_s + ahead * prompt_s + own_s
     service = first_token + decode_steps * decode_s + behind_s
     queue_wait = (c / running - 1.0) * service * (0.5 if offline else 1.0)
     ttft = queue_wait + first_token

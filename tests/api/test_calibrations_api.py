@@ -569,6 +569,7 @@ def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_interv
     assert set(serving_profile["fit"]["harness_terms"]["closed_loop"]) == {
         "admission_wait_steps",
         "prefill_queue_share",
+        "prefill_queue_ln_prompts",
     }
 
 

@@ -33,6 +33,7 @@ TRUE = {
     "sequence_layer_overhead_us": 0.6,
     "admission_wait_steps": 4.0,
     "prefill_queue_share": 0.2,
+    "prefill_queue_ln_prompts": 0.4,
 }
 
 

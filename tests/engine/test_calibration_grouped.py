@@ -32,6 +32,7 @@ TRUE = {
     "sequence_layer_overhead_us": 0.8,
     "admission_wait_steps": 3.0,
     "prefill_queue_share": 0.3,
+    "prefill_queue_ln_prompts": 0.5,
 }
 Run = StaticMeasurement | ServingMeasurement
 
@@ -137,7 +138,10 @@ def test_bilinear_response_matches_the_engine_everywhere() -> None:
             step_overhead_us=rng.uniform(0.0, 3000.0),
             sequence_layer_overhead_us=rng.uniform(0.0, 5.0),
             admission_wait_steps=rng.uniform(0.0, 20.0),
-            prefill_queue_share=rng.uniform(0.0, 1.0),
+            # share + ln term ≤ 1: no more prompts ahead than there are (serving.py's cap,
+            # where the response bends, is not reached)
+            prefill_queue_share=rng.uniform(0.0, 0.6),
+            prefill_queue_ln_prompts=rng.uniform(0.0, 0.4),
         )
         engine = predictor.predict(EfficiencyParams.from_dict(point))
         x, q = resp.split(point)

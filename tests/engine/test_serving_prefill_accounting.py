@@ -66,6 +66,25 @@ def test_prompts_move_between_ttft_and_the_decode_window(
     np.testing.assert_allclose(waves.requests_per_s, spread.requests_per_s, rtol=1e-12)
 
 
+def test_prompts_ahead_per_ln_running_move_from_the_decode_window(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    spread = _state(llama8b, h100, 1024, 256)
+    partly = _state(
+        llama8b, h100, 1024, 256, DEFAULT_EFFICIENCY.replace(prefill_queue_ln_prompts=0.8)
+    )
+    gained = partly.ttft_s - spread.ttft_s
+    np.testing.assert_allclose(gained, 0.8 * np.log(CONCURRENCY) * spread.prompt_s, rtol=1e-9)
+    np.testing.assert_allclose(gained, 255 * (spread.tpot_s - partly.tpot_s), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(partly.e2e_s, spread.e2e_s, rtol=1e-12)
+    # never more prompts ahead than there are others: with a share of 1 every other prompt is
+    # already ahead, and the decode window holds none
+    every = DEFAULT_EFFICIENCY.replace(prefill_queue_share=1.0, prefill_queue_ln_prompts=1.0)
+    capped = _state(llama8b, h100, 1024, 256, every)
+    np.testing.assert_allclose(capped.tpot_s, capped.decode_only.time_s, rtol=1e-12)
+    np.testing.assert_allclose(capped.e2e_s, spread.e2e_s, rtol=1e-12)
+
+
 def test_the_prefill_in_a_decode_window_does_not_depend_on_the_answer_length(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:

@@ -56,7 +56,7 @@ __all__ = [
 
 Run = StaticMeasurement | ServingMeasurement
 STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_layer_overhead_us")
-QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share")
+QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share", "prefill_queue_ln_prompts")
 SERVING_NAMES = (*STATIC_NAMES, "eager_layer_launch_us", *QUEUE_NAMES)
 ROUNDS = 3
 STAGE_ROUNDS = 50  # alternations of the overhead and queue stages at most

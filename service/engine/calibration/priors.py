@@ -54,14 +54,14 @@ benchmarks/results/accuracy.md, section 7d; 588 since activation streaming is pr
 batches; its runs, and SGLang's, fit 0.
 
 The closed-loop harness terms have the spec-sheet priors (0.5 decode steps of admission wait: a
-request arrives mid-step; queue share 0) with wide sds: they describe the load generator, not
-the engine (efficiency.py, ``HARNESS_TERMS``). Except the queue share of SGLang, which its
-scheduler sets (``SCHEDULER_TERMS``): by default it runs a new prefill batch before decoding and
-does not mix the two in one batch (SGLang docs, "Server Arguments": ``--enable-mixed-chunk``,
-off by default), which keeps equal-length closed-loop clients in lockstep waves, half of a wave
-ahead of a new request on average: prior 0.5. (SGLang's in-sample fit on the shipped runs is
-0.52, TensorRT-LLM's and vLLM's 0.02–0.21; this prior was set after seeing those fits and the
-held-out numbers of benchmarks/results/accuracy.md, item 13.)
+request arrives mid-step; queue share 0; no prompts ahead per ln R) with wide sds: they describe
+the load generator, not the engine (efficiency.py, ``HARNESS_TERMS``). Except the queue share of
+SGLang, which its scheduler sets (``SCHEDULER_TERMS``): by default it runs a new prefill batch
+before decoding and does not mix the two in one batch (SGLang docs, "Server Arguments":
+``--enable-mixed-chunk``, off by default), which keeps equal-length closed-loop clients in lockstep
+waves, half of a wave ahead of a new request on average: prior 0.5. (SGLang's in-sample fit on the
+shipped runs is 0.52, TensorRT-LLM's and vLLM's 0.02–0.21; this prior was set after seeing those
+fits and the held-out numbers of benchmarks/results/accuracy.md, item 13.)
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ _SHARED: Mapping[str, Prior] = {
     "sequence_layer_overhead_us": Prior(0.0, 1.0),
     "admission_wait_steps": Prior(0.5, 10.0),
     "prefill_queue_share": Prior(0.0, 0.5),
+    "prefill_queue_ln_prompts": Prior(0.0, 1.0),
     "eager_layer_launch_us": Prior(0.0, 700.0),
 }
 

@@ -13,11 +13,13 @@ step-time differences, so every prediction is bilinear:
 differences give b, D_x, D_q and C exactly. Fitting and every cross-validation fold then run on
 arrays. ``max_log_error`` checks the form against an engine pass at any point.
 
-One linear parameter is affine only piecewise: the eager launch floor (``serving.py``) binds in
-a run's steps that carry a prompt or it does not, so predictions bend where
-layers · ``eager_layer_launch_us`` meets those steps' kernel time. The response is exact while
-no run crosses that bend; a fit that moves past one is re-centred and rebuilt
-(``end_to_end.ROUNDS``), as for any point the response does not describe.
+One linear parameter is affine only piecewise: the eager launch floor (``serving.py``) binds in a
+run's steps that carry a prompt or it does not, so predictions bend where layers ·
+``eager_layer_launch_us`` meets those steps' kernel time. Likewise the prompts ahead of a new
+request are capped at the R − 1 others (``serving.py``; the cap binds only when the queue share and
+the ln-R term together pass 1). The response is exact while no run crosses a bend; a fit that moves
+past one is re-centred and rebuilt (``end_to_end.ROUNDS``), as for any point the response does not
+describe.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ STEPS: Mapping[str, float] = {
     "eager_layer_launch_us": 10.0,
     "admission_wait_steps": 1.0,
     "prefill_queue_share": 0.5,
+    "prefill_queue_ln_prompts": 0.5,
 }
 
 
