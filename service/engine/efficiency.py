@@ -137,7 +137,8 @@ class EfficiencyParams:
     # before a new request's first token (in its TTFT); the rest run while it decodes (TPOT).
     # 0 when arrivals spread evenly over the decode cycle (each finds the prefill queue empty);
     # ½ when closed-loop clients with equal lengths arrive in lockstep waves (half the wave is
-    # ahead on average). Prior 0; fitted per serving engine (serving.py).
+    # ahead on average), which a prefill-first scheduler keeps in step. Set by the engine's
+    # scheduler (calibration/priors.py: SGLang ½, the others 0) and not fitted (SCHEDULER_TERMS).
     prefill_queue_share: float = 0.0
     # Other prompts ahead of a new closed-loop request besides that share, per unit of ln R
     # (R running requests): clients that are partly in step, more with more clients but far
@@ -250,7 +251,8 @@ HARNESS_TERMS: tuple[str, ...] = (
 # Of those, the ones the engine's scheduling policy sets: whether a closed loop's waves stay in
 # step depends on whether the scheduler runs new prompts before decoding (prefill-first keeps
 # them in lockstep: share ½) or beside it (decode-first spreads them: share 0). They follow the
-# backend (priors.py), while the admission wait describes the load generator alone.
+# backend (priors.py) and no fit moves them, while the admission wait and the prompts ahead per
+# ln R describe the load generator and are fitted.
 SCHEDULER_TERMS: tuple[str, ...] = ("prefill_queue_share",)
 
 

@@ -24,7 +24,12 @@ from service.engine.calibration.intervals import (
 )
 from service.engine.calibration.measurements import ServingMeasurement
 from service.engine.calibration.priors import BACKEND_PRIORS, GENERIC, prior_backend
-from service.engine.efficiency import DEFAULT_EFFICIENCY, HARNESS_TERMS, engine_only
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    HARNESS_TERMS,
+    SCHEDULER_TERMS,
+    engine_only,
+)
 
 H100, MODELS = CALIBRATION_H100, CALIBRATION_MODELS
 TRUE = {
@@ -32,7 +37,6 @@ TRUE = {
     "step_overhead_us": 400.0,
     "sequence_layer_overhead_us": 0.6,
     "admission_wait_steps": 4.0,
-    "prefill_queue_share": 0.2,
     "prefill_queue_ln_prompts": 0.4,
 }
 
@@ -237,7 +241,9 @@ def test_fit_stores_domain_priors_and_measured_spreads() -> None:
     assert back.domain == result.domain
     assert back.spreads == result.spreads
     assert back.priors == result.priors
-    assert result.fit_summary()["harness_terms"]["closed_loop"].keys() == set(HARNESS_TERMS)
+    # the scheduler's queue share is held at the backend's prior, not fitted
+    fitted_terms = set(HARNESS_TERMS) - set(SCHEDULER_TERMS)
+    assert result.fit_summary()["harness_terms"]["closed_loop"].keys() == fitted_terms
     # an extrapolating request gets a wider interval than one inside the domain
     inside = result.interval("serving.tpot_ms", np.array([10.0]), extrapolating={})
     outside = result.interval("serving.tpot_ms", np.array([10.0]), extrapolating={"model": 1.0})

@@ -16,7 +16,12 @@ from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import estimate_intervals, prediction_interval
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.parsers import parse_csv
-from service.engine.efficiency import DEFAULT_EFFICIENCY, HARNESS_TERMS, EfficiencyParams
+from service.engine.efficiency import (
+    DEFAULT_EFFICIENCY,
+    HARNESS_TERMS,
+    SCHEDULER_TERMS,
+    EfficiencyParams,
+)
 from service.engine.estimate import estimate
 from service.engine.parallel import Parallelism
 from service.engine.shapes import ModelShape
@@ -162,7 +167,7 @@ def test_open_loop_runs_neither_use_nor_move_the_closed_loop_harness_terms() -> 
         for m in closed
     ]
     fitted = fit(closed, H100, MODELS, cross_validate=False)
-    terms = HARNESS_TERMS
+    terms = [t for t in HARNESS_TERMS if t not in SCHEDULER_TERMS]  # the fitted ones
     moved = [t for t in terms if fitted.parameters[t] != getattr(DEFAULT_EFFICIENCY, t)]
     assert moved, "closed-loop TTFT moves the harness terms"
     engine = fitted.efficiency.replace(**{t: getattr(DEFAULT_EFFICIENCY, t) for t in terms})

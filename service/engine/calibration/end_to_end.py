@@ -37,7 +37,7 @@ from service.engine.calibration.run_predictor import (
     precision_of,
 )
 from service.engine.calibration.solver import solve
-from service.engine.efficiency import PARAMETER_BOUNDS, EfficiencyParams
+from service.engine.efficiency import PARAMETER_BOUNDS, SCHEDULER_TERMS, EfficiencyParams
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
@@ -56,11 +56,15 @@ __all__ = [
 
 Run = StaticMeasurement | ServingMeasurement
 STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_layer_overhead_us")
-QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_share", "prefill_queue_ln_prompts")
+# The queue share is not among them: the scheduler sets it (efficiency.SCHEDULER_TERMS), and a
+# fit holds it at the backend's prior.
+QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_ln_prompts")
+# queue terms that move prompts between TTFT and the decode window, so TPOT depends on them
+WINDOW_TERMS = ("prefill_queue_share", "prefill_queue_ln_prompts")
 SERVING_NAMES = (*STATIC_NAMES, "eager_layer_launch_us", *QUEUE_NAMES)
 ROUNDS = 3
 STAGE_ROUNDS = 50  # alternations of the overhead and queue stages at most
-SHARE_TOLERANCE = 1e-5  # queue-share change that ends the alternation
+SHARE_TOLERANCE = 1e-5  # change of the WINDOW_TERMS that ends the alternation
 MAX_FOLDS = 10  # cross-validation folds at most; more groups are merged (quality.py)
 EXACT_LOG_TOLERANCE = 1e-6  # bilinear response vs the engine at the solution
 
@@ -181,16 +185,17 @@ def fit_response(
     """Fit host overheads on step times, then the serving queue terms on TTFT with them fixed.
 
     Only targets in ``use`` enter. The split keeps TTFT's queueing from being absorbed into
-    per-step overheads. TPOT depends on the queue share (the prompts a request does not wait
-    behind run while it decodes), so the two stages alternate until the share settles.
+    per-step overheads. TPOT depends on the prompts ahead (those a request does not wait behind
+    run while it decodes), so the two stages alternate until the WINDOW_TERMS settle.
     Parameters not in ``names`` keep their value in ``values``.
     """
     current: dict[str, float] = dict(values)
     se: dict[str, float] = {}
     for _ in range(STAGE_ROUNDS):
-        before = current.get("prefill_queue_share", 0.0)
+        before = [current.get(n, 0.0) for n in WINDOW_TERMS]
         current, se = _fit_stages(resp, predictor, use, current, names, priors)
-        if abs(current.get("prefill_queue_share", 0.0) - before) <= SHARE_TOLERANCE:
+        after = [current.get(n, 0.0) for n in WINDOW_TERMS]
+        if max(abs(a - b) for a, b in zip(after, before, strict=True)) <= SHARE_TOLERANCE:
             break
     return current, se
 
@@ -258,7 +263,9 @@ def fit_end_to_end(
     names = free_names(runs)
     if priors is None:
         priors = priors_for(prior_backend([r.backend for r in runs]))
-    values = {**values, **{n: p.mean for n, p in priors.items() if n in names}}
+    # fitted parameters start at their priors; the scheduler's terms stay there
+    at_prior = (*names, *SCHEDULER_TERMS)
+    values = {**values, **{n: p.mean for n, p in priors.items() if n in at_prior}}
     predictor = RunPredictor(runs, accelerator, models)
     every = np.ones(predictor.measured.size, dtype=bool)
     linear = [n for n in names if n not in QUEUE_NAMES]

@@ -9,8 +9,8 @@ physical bounds of ``service.engine.efficiency.PARAMETER_BOUNDS``):
    compute fraction and its length half-point, attention kernel latency.
 3. Collectives: base and per-hop latency, bus bandwidth fraction.
 4. End-to-end (static and serving runs): only what kernels cannot see — per-layer, per-step and
-   per-sequence overheads, and for serving the admission wait and the prefill queue share
-   (see ``end_to_end``).
+   per-sequence overheads, and for serving the admission wait and the prompts ahead per ln R
+   (the queue share stays at the backend's prior; see ``end_to_end``).
 
 The result is one ``EfficiencyParams`` (``CalibrationResult.efficiency``) that ``estimate()``
 uses directly; ``to_dict``/``from_dict`` store and rebuild it with what intervals need.

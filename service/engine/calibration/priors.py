@@ -61,7 +61,8 @@ before decoding and does not mix the two in one batch (SGLang docs, "Server Argu
 ``--enable-mixed-chunk``, off by default), which keeps equal-length closed-loop clients in lockstep
 waves, half of a wave ahead of a new request on average: prior 0.5. (SGLang's in-sample fit on the
 shipped runs is 0.52, TensorRT-LLM's and vLLM's 0.02–0.21; this prior was set after seeing those
-fits and the held-out numbers of benchmarks/results/accuracy.md, item 13.)
+fits and the held-out numbers of benchmarks/results/accuracy.md, item 13.) The queue share is the
+scheduler's and no fit moves it: every profile keeps its backend's value (accuracy.md item 33).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Exact response of run predictions to the end-to-end parameters, built from a few engine passes.
 
-With the kernel efficiencies fixed, the engine's step times are affine in the host overheads
-``x`` (per layer, per step, per sequence: ``operators.step_cost`` adds them to every step), and
-serving TTFT and TPOT add the queue terms ``q`` (admission wait, queue share: which of the other
+With the kernel efficiencies fixed, the engine's step times are affine in the host overheads ``x``
+(per layer, per step, per sequence: ``operators.step_cost`` adds them to every step), and serving
+TTFT and TPOT add the queue terms ``q`` (admission wait, prompts ahead per ln R: which of the other
 prompts run before the first token and which during decoding) multiplied by step times and
 step-time differences, so every prediction is bilinear:
 
