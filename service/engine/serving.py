@@ -88,7 +88,9 @@ def serving_state(
       so the queue wait is (C / R − 1)·T. It is zero when every client has a slot.
     - ``offline``: C requests queued at once instead of C clients. Equal-length requests run in
       batches of R that finish together, so the k-th batch waits k·T: the mean wait over the
-      queue is (C / R − 1)·T / 2; throughput is the same R / T.
+      queue is (C / R − 1)·T / 2; throughput is the same R / T. A batch that starts together is
+      one lockstep wave whatever the scheduler: half of the others' prompts run before a
+      request's first token (q = ½), the rest in its decode window.
     """
     # One point may come as plain floats (``operators.step_cost``: the same formulas, cheaper).
     c = values(concurrency)
@@ -118,7 +120,7 @@ def serving_state(
     mixed_s = _launched_eagerly(mixed, eager_launch_s(model, parallelism, params))
     prompt_s = chunks * maximum(mixed_s - decode_s, 0.0) / per_step
     others = maximum(running - 1.0, 0.0)
-    share = params.prefill_queue_share
+    share = 0.5 if offline else params.prefill_queue_share
     # the other prompts of the cycle that run while this request decodes
     # the other prompts of the cycle that run before this request's first token (a share of
     # them, plus about ln R more: efficiency.py), at most all of them; the rest run while it

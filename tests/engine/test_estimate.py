@@ -271,9 +271,10 @@ def test_offline_queue_uses_engine_terms_and_half_the_closed_loop_wait(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:
     """C requests queued at once run in batches of R: mean wait (C/R − 1)·T/2 (closed loop:
-    (C/R − 1)·T), with the closed-loop harness terms left at their priors."""
-    harness = DEFAULT_EFFICIENCY.replace(admission_wait_steps=20.0, prefill_queue_share=0.5)
-    engine = DEFAULT_EFFICIENCY
+    (C/R − 1)·T), with the closed-loop harness terms left at their priors; each batch starts
+    together, one lockstep wave (queue share ½)."""
+    harness = DEFAULT_EFFICIENCY.replace(admission_wait_steps=20.0, prefill_queue_ln_prompts=1.0)
+    engine = DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5)
     args = {"input_tokens": 1024, "output_tokens": 256, "mode": "serving"}
     small = estimate(llama8b, h100, batch_sizes=[64], params=engine, **args)
     limit = small.max_batch_size

@@ -156,3 +156,28 @@ def test_a_lone_client_waits_for_no_step(llama8b: ModelShape, h100: Accelerator)
     np.testing.assert_allclose(
         waits.ttft_s[1:] - none.ttft_s[1:], 6.0 * none.decode_only.time_s[1:], rtol=1e-9
     )
+
+
+def test_an_offline_batch_is_one_lockstep_wave(llama8b: ModelShape, h100: Accelerator) -> None:
+    """Queued at once, a batch starts together: half the others' prompts run ahead of each
+    request's first token, whatever share the scheduler keeps in a closed loop."""
+
+    def offline(share: float) -> ServingState:
+        return serving_state(
+            llama8b,
+            h100,
+            concurrency=CONCURRENCY,
+            max_running=0.0,
+            input_tokens=1024,
+            output_tokens=256,
+            precision=Precision(),
+            parallelism=Parallelism(),
+            params=DEFAULT_EFFICIENCY.replace(prefill_queue_share=share),
+            offline=True,
+        )
+
+    waves = _state(llama8b, h100, 1024, 256, DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5))
+    for share in (0.0, 1.0):
+        state = offline(share)
+        np.testing.assert_allclose(state.ttft_s, waves.ttft_s, rtol=1e-12)
+        np.testing.assert_allclose(state.tpot_s, waves.tpot_s, rtol=1e-12)
