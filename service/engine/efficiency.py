@@ -239,6 +239,11 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
 
 DEFAULT_EFFICIENCY = EfficiencyParams()
 
+# Queue share of a lockstep wave of equal-length requests that start together: half of the
+# others' prompts are ahead of a request on average (SGLang's prefill-first closed loops, and
+# any engine's offline batch; serving.py).
+LOCKSTEP_QUEUE_SHARE = 0.5
+
 # Terms that describe how a closed-loop load generator released requests (waves of equal-length
 # clients), not how the engine runs: fitted on closed-loop serving runs and applied only to
 # closed-loop serving estimates (``mode: serving``). Static batches never use them; an estimate

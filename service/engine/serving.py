@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from service.engine.efficiency import EfficiencyParams
+from service.engine.efficiency import LOCKSTEP_QUEUE_SHARE, EfficiencyParams
 from service.engine.kernels import (
     FloatArray,
     Hardware,
@@ -120,8 +120,7 @@ def serving_state(
     mixed_s = _launched_eagerly(mixed, eager_launch_s(model, parallelism, params))
     prompt_s = chunks * maximum(mixed_s - decode_s, 0.0) / per_step
     others = maximum(running - 1.0, 0.0)
-    share = 0.5 if offline else params.prefill_queue_share
-    # the other prompts of the cycle that run while this request decodes
+    share = LOCKSTEP_QUEUE_SHARE if offline else params.prefill_queue_share
     # the other prompts of the cycle that run before this request's first token (a share of
     # them, plus about ln R more: efficiency.py), at most all of them; the rest run while it
     # decodes

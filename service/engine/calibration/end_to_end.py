@@ -64,7 +64,7 @@ WINDOW_TERMS = ("prefill_queue_share", "prefill_queue_ln_prompts")
 SERVING_NAMES = (*STATIC_NAMES, "eager_layer_launch_us", *QUEUE_NAMES)
 ROUNDS = 3
 STAGE_ROUNDS = 50  # alternations of the overhead and queue stages at most
-SHARE_TOLERANCE = 1e-5  # change of the WINDOW_TERMS that ends the alternation
+WINDOW_TOLERANCE = 1e-5  # change of the WINDOW_TERMS that ends the alternation
 MAX_FOLDS = 10  # cross-validation folds at most; more groups are merged (quality.py)
 EXACT_LOG_TOLERANCE = 1e-6  # bilinear response vs the engine at the solution
 
@@ -195,7 +195,7 @@ def fit_response(
         before = [current.get(n, 0.0) for n in WINDOW_TERMS]
         current, se = _fit_stages(resp, predictor, use, current, names, priors)
         after = [current.get(n, 0.0) for n in WINDOW_TERMS]
-        if max(abs(a - b) for a, b in zip(after, before, strict=True)) <= SHARE_TOLERANCE:
+        if max(abs(a - b) for a, b in zip(after, before, strict=True)) <= WINDOW_TOLERANCE:
             break
     return current, se
 

@@ -70,7 +70,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from service.engine.efficiency import HARNESS_TERMS, SCHEDULER_TERMS, EfficiencyParams
+from service.engine.efficiency import (
+    HARNESS_TERMS,
+    LOCKSTEP_QUEUE_SHARE,
+    SCHEDULER_TERMS,
+    EfficiencyParams,
+)
 
 GENERIC = "generic"
 
@@ -102,7 +107,7 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
         **_SHARED,
         "step_overhead_us": Prior(500.0, 500.0),
         "sequence_layer_overhead_us": Prior(0.6, 1.0),
-        "prefill_queue_share": Prior(0.5, 0.5),
+        "prefill_queue_share": Prior(LOCKSTEP_QUEUE_SHARE, 0.5),
     },
     "trtllm": {
         **_SHARED,

@@ -42,7 +42,6 @@ STEPS: Mapping[str, float] = {
     "sequence_layer_overhead_us": 0.5,
     "eager_layer_launch_us": 10.0,
     "admission_wait_steps": 1.0,
-    "prefill_queue_share": 0.5,
     "prefill_queue_ln_prompts": 0.5,
 }
 
