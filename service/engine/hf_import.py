@@ -185,6 +185,19 @@ def _weights_dtype(cfg: _Config) -> str:
     return {"fp8": "fp8", "mxfp4": "fp4"}.get(str(method), "bf16")
 
 
+def _attention_not_quantized(cfg: _Config) -> bool:
+    """Whether a quantized checkpoint keeps its attention weights out of the quantization
+    (``quantization_config.modules_to_not_convert`` names them: gpt-oss's MXFP4 lists
+    ``model.layers.*.self_attn``), so only the routed experts are stored quantized."""
+    quant = cfg.data.get("quantization_config")
+    skipped = quant.get("modules_to_not_convert") if isinstance(quant, Mapping) else None
+    if not isinstance(skipped, list):
+        return False
+    return any(
+        isinstance(m, str) and m.rsplit(".", 1)[-1] in ("self_attn", "attn") for m in skipped
+    )
+
+
 def _experts(cfg: _Config, count_key: str, topk_key: str) -> dict[str, int]:
     experts = cfg.integer(count_key)
     top_k = cfg.integer(topk_key)
@@ -479,6 +492,8 @@ def shape_from_hf_config(model_id: str, config: Mapping[str, object]) -> ModelSh
     fields = builder(cfg)
     fields.setdefault("tie_word_embeddings", cfg.flag("tie_word_embeddings", False))
     fields.setdefault("native_weights_dtype", _weights_dtype(cfg))
+    if fields.get("num_experts") and _attention_not_quantized(cfg):
+        fields.setdefault("native_quantized_layers", "experts")
     shape = ModelShape(id=model_id, name=model_id, family=model_type, **fields)  # type: ignore[arg-type]
     shape.validate()
     return shape

@@ -107,11 +107,18 @@ def _mamba_params(model: ModelShape, parallelism: Parallelism) -> tuple[float, f
     return float(projections), float(other)
 
 
-def _layer_elements(model: ModelShape, parallelism: Parallelism) -> tuple[float, float]:
-    """Return (quantized, 16-bit) weights of all decoder layers on one TP rank (every stage)."""
+def _layer_elements(
+    model: ModelShape, parallelism: Parallelism, weights_dtype: str
+) -> tuple[float, float]:
+    """Return (quantized, 16-bit) weights of all decoder layers on one TP rank (every stage).
+
+    With a checkpoint that quantizes only its routed experts
+    (``ModelShape.quantizes_only_experts``), the other linear weights count as 16-bit.
+    """
     m, tp = model, float(parallelism.tp)
     attn_sharded, attn_replicated = _attention_params(m, parallelism)
-    quantized = m.num_attention_layers * (attn_sharded + attn_replicated)
+    linear = m.num_attention_layers * (attn_sharded + attn_replicated)  # besides routed experts
+    experts = 0.0
     if m.layer_pattern:
         # One pre-norm per attention or FFN block (Mamba2 blocks count theirs below).
         norms = _norm_params(m) - m.hidden_size
@@ -120,19 +127,22 @@ def _layer_elements(model: ModelShape, parallelism: Parallelism) -> tuple[float,
         unquantized = m.num_layers * _norm_params(m)
     if m.num_mamba_layers:
         projections, other = _mamba_params(m, parallelism)
-        quantized += m.num_mamba_layers * projections
+        linear += m.num_mamba_layers * projections
         unquantized += m.num_mamba_layers * other
     if m.num_dense_ffn_layers:
-        quantized += m.num_dense_ffn_layers * _ffn_params(m, m.intermediate_size / tp)
+        linear += m.num_dense_ffn_layers * _ffn_params(m, m.intermediate_size / tp)
     if m.is_moe:
         # ceil(E / ep) routed experts per GPU, each split (tp × attention_dp) / ep ways.
         split = parallelism.moe_group_gpus / parallelism.ep
         per_layer = parallelism.experts_per_gpu(m) * _ffn_params(m, m.moe_intermediate_size / split)
+        experts = m.num_moe_layers * per_layer
         if m.num_shared_experts:
-            per_layer += _ffn_params(m, m.num_shared_experts * m.shared_expert_width / tp)
-        quantized += m.num_moe_layers * per_layer
+            shared = _ffn_params(m, m.num_shared_experts * m.shared_expert_width / tp)
+            linear += m.num_moe_layers * shared
         unquantized += m.num_moe_layers * m.hidden_size * m.num_experts  # router, replicated
-    return quantized, unquantized
+    if m.quantizes_only_experts(weights_dtype):
+        return experts, unquantized + linear
+    return linear + experts, unquantized
 
 
 def weight_bytes_per_gpu(
@@ -146,7 +156,7 @@ def weight_bytes_per_gpu(
     """
     m, tp = model, float(parallelism.tp)
     stage_fraction = parallelism.layers_per_stage(m) / m.num_layers
-    quantized, unquantized = _layer_elements(m, parallelism)
+    quantized, unquantized = _layer_elements(m, parallelism, precision.weights)
     vocab_matrix = m.vocab_size * m.hidden_size / tp
     vocab = vocab_matrix if parallelism.pp > 1 or m.tie_word_embeddings else 2.0 * vocab_matrix
     return WeightBytes(
@@ -170,7 +180,7 @@ def mtp_weight_bytes_per_gpu(
     """
     if not model.mtp_layers:
         return WeightBytes(0.0, 0.0)
-    quantized, unquantized = _layer_elements(model.mtp_block(), parallelism)
+    quantized, unquantized = _layer_elements(model.mtp_block(), parallelism, precision.weights)
     d = model.hidden_size
     unquantized += 2.0 * d * d + 3.0 * d
     n = model.mtp_layers

@@ -318,6 +318,9 @@ class _StepBuilder:
         self.logit_rows = sum((g.sequences for g in self.groups), self._zeros())
         self.rows: list[OperatorRow] = []
         self.tp = float(parallelism.tp)
+        # The decoder layers' linear weights other than the routed experts are quantized unless
+        # the weights are a checkpoint that quantizes only its experts (gpt-oss's MXFP4).
+        self.dense_quantized = not model.quantizes_only_experts(precision.weights)
         # (compute dtype, weight bytes, activation bytes) of quantized and unquantized GEMMs.
         self.gemm_terms = {
             True: (
@@ -348,14 +351,17 @@ class _StepBuilder:
         n: float,
         k: float,
         *,
-        quantized: bool = True,
+        quantized: bool | None = None,
         launch: bool = True,
         grid_columns: FloatArray | None = None,
     ) -> KernelCost:
         """Cost one GEMM of this step; ``launch=False`` leaves out its launch latency and
         ``grid_columns`` widens its grid (the MoE experts' fused kernels, launched once per
-        matrix for all experts; ``kernels.gemm_cost``)."""
-        dtype, weight_bytes, activation_bytes = self.gemm_terms[quantized]
+        matrix for all experts; ``kernels.gemm_cost``). ``quantized`` None: a decoder layer's
+        linear weight other than a routed expert (``dense_quantized``)."""
+        dtype, weight_bytes, activation_bytes = self.gemm_terms[
+            self.dense_quantized if quantized is None else quantized
+        ]
         return gemm_cost(
             m,
             n,
@@ -590,8 +596,10 @@ class _StepBuilder:
         up = 2.0 * width if m.ffn_type == "glu" else width
         touched_here = touched * share
         one = self.gemm(
-            rows_per_expert, up, d, launch=False, grid_columns=touched_here * up
-        ) + self.gemm(rows_per_expert, d, width, launch=False, grid_columns=touched_here * d)
+            rows_per_expert, up, d, quantized=True, launch=False, grid_columns=touched_here * up
+        ) + self.gemm(
+            rows_per_expert, d, width, quantized=True, launch=False, grid_columns=touched_here * d
+        )
         experts = one.scaled(touched_here)
         launch_s = self.params.gemm_kernel_latency_us(self.prec.compute_dtype) * 1e-6
         launches = where(tokens > 0, 2.0 * launch_s, 0.0)

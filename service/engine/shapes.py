@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from service.engine.errors import InvalidShapeError
 
 FFN_TYPES = ("glu", "mlp")  # gated 3-matrix (SwiGLU/GeGLU) or plain 2-matrix
+QUANTIZED_LAYERS = ("all", "experts")  # native_quantized_layers: what the checkpoint quantizes
 # Hybrid layer pattern letters (Nemotron-H ``hybrid_override_pattern``, HF NemotronHConfig):
 # one block per letter, each a pre-norm and one mixer.
 MAMBA, ATTENTION, MLP = "M", "*", "-"
@@ -77,6 +78,10 @@ class ModelShape:
     num_sliding_layers: int = 0
     max_context_tokens: int = 0
     native_weights_dtype: str = "bf16"
+    # Which linear weights the shipped checkpoint stores in native_weights_dtype: "all", or
+    # "experts" (only the routed experts; attention, shared experts and dense FFNs stay 16-bit,
+    # as gpt-oss's MXFP4 checkpoints list them in quantization_config.modules_to_not_convert).
+    native_quantized_layers: str = "all"
     # Hybrid attention + Mamba2 (Nemotron-H)
     layer_pattern: str = ""
     mamba_num_heads: int = 0
@@ -91,6 +96,15 @@ class ModelShape:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def quantizes_only_experts(self, weights_dtype: str) -> bool:
+        """Whether weights in ``weights_dtype`` are the shipped checkpoint's, which holds only the
+        routed experts in that dtype (``native_quantized_layers``): the other linear weights
+        of the decoder layers then stay 16-bit. Another dtype is a requantisation of every
+        linear weight."""
+        return (
+            self.native_quantized_layers == "experts" and weights_dtype == self.native_weights_dtype
+        )
 
     @property
     def shared_expert_width(self) -> int:
@@ -202,6 +216,12 @@ class ModelShape:
             )
         if self.num_sliding_layers and self.sliding_window_tokens <= 0:
             raise InvalidShapeError("sliding_window_tokens", "sliding layers need a window")
+        if self.native_quantized_layers not in QUANTIZED_LAYERS:
+            raise InvalidShapeError(
+                "native_quantized_layers", f"must be one of {', '.join(QUANTIZED_LAYERS)}"
+            )
+        if self.native_quantized_layers == "experts" and not self.is_moe:
+            raise InvalidShapeError("native_quantized_layers", "experts needs an MoE model")
 
     def _validate_hybrid(self) -> None:
         pattern = self.layer_pattern

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from service.catalog_files import (
@@ -10,10 +14,13 @@ from service.catalog_files import (
     load_model_records,
     model_from_record,
 )
+from service.engine.errors import InvalidShapeError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.hf_import import shape_from_hf_config
 from service.engine.parallel import Parallelism
 from service.engine.precision import NATIVE, Precision
+from service.engine.roofline import analyze_intensity
 from service.engine.shapes import ModelShape
 
 NATIVE_PRECISION = Precision(weights=NATIVE)
@@ -62,16 +69,26 @@ def test_gpt_oss_120b_mxfp4_fits_one_h100(
     )  # fmt: skip
     assert native.precision.weights == "fp4"
     assert native.compute_dtype == "bf16"  # Hopper dequantises 4-bit weights into bf16 math
-    # By hand: 116.83B − 2 × 0.579B vocab − 36 × 0.369M routers − norms = 115.66B at
-    # 0.5 + 1/32 B (MXFP4: one 8-bit scale per 32 values) = 61.44 GB, + (1.158B + 0.013B) × 2 B.
-    hand_gb = (115.66e9 * (0.5 + 1 / 32) + (1.158e9 + 0.0133e9) * 2) / 1e9
+    # By hand: 116.83B − 2 × 0.579B vocab − 36 × 0.369M routers − norms = 115.66B linear
+    # weights, of which attention is 36 × (2880 × (4096 + 2 × 512) + 4096 × 2880 + biases
+    # 8000) = 0.956B and stays BF16 (the checkpoint's modules_to_not_convert); the experts'
+    # 114.70B are 0.5 + 1/32 B (MXFP4: one 8-bit scale per 32 values) = 60.94 GB, + (1.158B
+    # vocab + 0.013B routers and norms + 0.956B attention) × 2 B.
+    attention = 36 * (2880 * (4096 + 2 * 512) + 4096 * 2880 + 8000)
+    hand_gb = ((115.66e9 - attention) * (0.5 + 1 / 32) + (1.171e9 + attention) * 2) / 1e9
     assert native.weights_gb[0] == pytest.approx(hand_gb, rel=0.005)
-    assert native.fits[0]  # 63.8 + 1.5 GB < 0.9 × 80 = 72 GB usable
+    assert native.fits[0]  # 65.2 + 1.5 GB < 0.9 × 80 = 72 GB usable
     bf16 = estimate(
         model, h100, precision=Precision(), input_tokens=1000, output_tokens=1000,
         batch_sizes=[1],
     )  # fmt: skip
     assert not bf16.fits[0]
+    # fp8 is a requantisation of every linear weight, attention included.
+    fp8 = estimate(
+        model, h100, precision=Precision(weights="fp8"), input_tokens=1000, output_tokens=1000,
+        batch_sizes=[1],
+    )  # fmt: skip
+    assert fp8.weights_gb[0] == pytest.approx((115.66e9 * 1.0 + 1.171e9 * 2) / 1e9, rel=0.005)
 
 
 def test_native_resolves_to_bf16_for_a_bf16_model(models: dict[str, ModelShape]) -> None:
@@ -80,3 +97,42 @@ def test_native_resolves_to_bf16_for_a_bf16_model(models: dict[str, ModelShape])
     assert NATIVE_PRECISION.weights_source == "native"
     assert Precision(weights="fp8").resolved("bf16").weights == "fp8"
     assert Precision(weights="fp8").weights_source == "request"
+
+
+def test_gpt_oss_checkpoint_streams_attention_weights_in_bf16(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    model, h100 = models["gpt-oss-120b"], accelerators["h100-sxm"]
+    assert model.quantizes_only_experts("fp4") and not model.quantizes_only_experts("fp8")
+
+    def projection_bytes(weights: str) -> float:
+        rows = analyze_intensity(
+            model, h100, phase="decode", batch_size=1, context_tokens=1000,
+            precision=Precision(weights=weights), parallelism=Parallelism(tp=2),
+        ).operators  # fmt: skip
+        return sum(r.bytes for r in rows if r.name in ("qkv_projection", "output_projection"))
+
+    # One decode token on 2 GPUs: 36 layers × (2880 × 5120 + 4096 × 2880) / 2 weights per GPU,
+    # 2 bytes each in the MXFP4 checkpoint (attention stays BF16), 1 byte requantised to fp8;
+    # the activations add a few kB.
+    weights_per_gpu = 36 * (2880 * 5120 + 4096 * 2880) / 2
+    assert projection_bytes("fp4") == pytest.approx(2 * weights_per_gpu, rel=0.01)
+    assert projection_bytes("fp8") == pytest.approx(weights_per_gpu, rel=0.01)
+
+
+def test_import_reads_which_layers_a_checkpoint_quantizes() -> None:
+    configs = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+    oss = json.loads((configs / "openai--gpt-oss-120b.json").read_text())
+    assert shape_from_hf_config("g", oss).native_quantized_layers == "experts"
+    ds = json.loads((configs / "deepseek-ai--DeepSeek-V3.json").read_text())
+    assert shape_from_hf_config("d", ds).native_quantized_layers == "all"
+    quant = oss["quantization_config"]
+    quant["modules_to_not_convert"] = ["model.embed_tokens", "lm_head"]
+    assert shape_from_hf_config("g", oss).native_quantized_layers == "all"
+
+
+def test_experts_only_quantization_needs_experts(models: dict[str, ModelShape]) -> None:
+    with pytest.raises(InvalidShapeError, match="MoE"):
+        replace(models["llama-3.1-8b"], native_quantized_layers="experts").validate()
+    with pytest.raises(InvalidShapeError, match="one of"):
+        replace(models["gpt-oss-120b"], native_quantized_layers="attention").validate()

@@ -88,6 +88,14 @@ SHAPE_RULES: JsonDict = {
             },
         },
         {
+            # Only an MoE checkpoint can quantize its experts alone.
+            "if": {
+                "properties": {"native_quantized_layers": {"const": "experts"}},
+                "required": ["native_quantized_layers"],
+            },
+            "then": {"properties": {"num_experts": {"minimum": 1}}, "required": ["num_experts"]},
+        },
+        {
             # MLA (kv_lora_rank > 0) needs its rope and value head widths.
             "if": {"properties": {"kv_lora_rank": {"minimum": 1}}, "required": ["kv_lora_rank"]},
             "then": {
@@ -162,6 +170,13 @@ class ModelFields(BaseModel):
     num_sliding_layers: OptionalLayers = 0
     max_context_tokens: OptionalTokens = 0
     native_weights_dtype: Dtype = "bf16"
+    native_quantized_layers: Literal["all", "experts"] = Field(
+        default="all",
+        description="Which linear weights the shipped checkpoint stores in native_weights_dtype: "
+        "`all`, or `experts` (only the routed experts; attention, shared experts and dense FFNs "
+        "stay 16-bit, as in gpt-oss's MXFP4 checkpoints). Applies when an estimate's weights "
+        "are that dtype; any other weights dtype quantizes every linear weight.",
+    )
     layer_pattern: str = Field(
         default="",
         max_length=MAX_LAYERS,

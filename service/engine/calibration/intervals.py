@@ -154,7 +154,7 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
         "model": _spread(0.0),
-        "model_kind": _spread(0.132),
+        "model_kind": _spread(0.143),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
         "concurrency_above": _spread(0.085, per_doubling=True),
