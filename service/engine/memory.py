@@ -377,12 +377,20 @@ def _per_replica_constants(
 @dataclass(frozen=True, slots=True)
 class KvBudget:
     """KV-cache room of one GPU beside weights, a step's activations and runtime memory, and
-    what one request takes of it: KV bytes per token (attention layers only) and a fixed
-    recurrent state per request whatever its length (Mamba2 layers)."""
+    what one request takes of it: KV bytes per token (attention layers only; the share in
+    sliding-window layers stops growing past the window) and a fixed recurrent state per
+    request whatever its length (Mamba2 layers)."""
 
     free_bytes: float
     per_token_bytes: float
     state_bytes_per_request: float = 0.0
+    windowed_bytes_per_token: float = 0.0  # of per_token_bytes, in window-capped layers
+    window_tokens: int = 0
+
+    @property
+    def windowed_share(self) -> float:
+        """Return the share of a token's KV bytes held in sliding-window layers."""
+        return self.windowed_bytes_per_token / self.per_token_bytes
 
     @property
     def tokens(self) -> float:
@@ -416,8 +424,10 @@ def kv_budget(
 
     free = usable − weights − activations of a ``step_tokens`` step − runtime overhead (as
     ``max_batch_size``, without its per-sequence logit row, which the step's activations
-    cover). KV bytes per token count the attention layers only; sliding-window layers count as
-    full ones (conservative). Each request also holds its Mamba2 state
+    cover). KV bytes per token count the attention layers only; those of sliding-window layers
+    stop growing past the window (``KvBudget.windowed_share``: vLLM's hybrid KV-cache manager,
+    SGLang's SWA pool and TensorRT-LLM's cyclic cache keep a window's pages per request in
+    those layers). Each request also holds its Mamba2 state
     (``mamba_state_bytes_per_sequence``), a fixed cost whatever its length, taken from the
     same pool: vLLM's hybrid KV-cache manager carves attention pages and Mamba state pages
     out of one block pool (https://docs.vllm.ai/en/latest/design/hybrid_kv_cache_manager/).
@@ -432,7 +442,9 @@ def kv_budget(
         per_token += model.mtp_layers * block.per_token_bytes
     usable = float(accelerator.memory_bytes) * memory_utilization
     free = usable - weights - act - RUNTIME_OVERHEAD_BYTES
-    return KvBudget(free, per_token, kv.state_bytes_per_sequence)
+    return KvBudget(
+        free, per_token, kv.state_bytes_per_sequence, kv.windowed_bytes, kv.window_tokens
+    )
 
 
 def max_batch_size(

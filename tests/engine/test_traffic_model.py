@@ -10,13 +10,20 @@ import numpy as np
 import pytest
 from engine_refs import llama_31_8b, make_h100
 
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
+from service.engine.memory import max_batch_size
 from service.engine.operators import AttentionGroup, step_cost
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.traffic.lengths import LengthDistribution
-from service.engine.traffic.model import Replica, SloTarget, TrafficSpec
+from service.engine.traffic.model import Replica, SloTarget, TrafficSpec, scheduler_config
 from service.engine.traffic.scheduler import simulate
 from service.engine.traffic.speculative import tokens_per_step
 
@@ -361,3 +368,31 @@ def test_step_table_applies_the_eager_launch_floor_to_steps_with_prompt_pieces()
     long = plain.table.step_s(16, 16 * 600.0, [(1024.0, 0.0)] * 8)
     assert long - plain.table.overhead_rows_s[24] > floor_s
     assert eager.table.step_s(16, 16 * 600.0, [(1024.0, 0.0)] * 8) == long
+
+
+@pytest.mark.parametrize(
+    ("model_id", "weights"),
+    [("gemma-3-27b", "bf16"), ("gpt-oss-120b", "fp4"), ("llama-3.1-8b", "bf16")],
+)
+@pytest.mark.parametrize("context", [2048, 9216, 32768])
+def test_kv_admission_holds_what_memory_says_with_sliding_windows(
+    model_id: str, weights: str, context: int
+) -> None:
+    # Sliding-window layers hold a request's last window only (gemma-3: 5 of 6 layers at 1024
+    # tokens; gpt-oss: 18 of 36 at 128): the simulator admits as many requests of a length as
+    # the memory answer says fit (within one: memory also holds each sequence's logit row).
+    model = {str(r["id"]): model_from_record(r) for r in load_model_records()}[model_id]
+    h100 = {str(r["id"]): accelerator_from_record(r) for r in load_accelerator_records()}[
+        "h100-sxm"
+    ]
+    precision = Precision(weights=weights)
+    config = scheduler_config(
+        model, h100, precision=precision, parallelism=LAYOUT, max_num_batched_tokens=8192,
+        max_running_requests=None, scheduling="decode_first",
+    )  # fmt: skip
+    fits = max_batch_size(
+        model, h100, precision=precision, parallelism=LAYOUT, context_tokens=context,
+        step_tokens=8192,
+    )  # fmt: skip
+    assert fits >= 3
+    assert 0 <= config.requests_held(context) - fits <= 1

@@ -182,8 +182,9 @@ def kv_capacity_tokens(
     """Return tokens of KV cache that fit beside weights, step activations and runtime memory.
 
     ``memory.kv_budget``: (usable − weights − activations of a ``step_tokens`` step − runtime)
-    / KV bytes per token of the attention layers; sliding-window layers are counted as full
-    ones (conservative). A hybrid model's requests also hold a fixed Mamba2 state each
+    / KV bytes per token of the attention layers, in tokens below any sliding window (a
+    request's tokens past the window cost less: ``SchedulerConfig.need``). A hybrid model's
+    requests also hold a fixed Mamba2 state each
     (``memory.KvBudget.state_tokens_per_request``). With ``mtp`` the MTP modules draft: their
     weights are held too and each token also caches their attention layers.
     """
@@ -531,7 +532,17 @@ def scheduler_config(
     gain = tokens_per_step(draft_tokens, acceptance_rate)
     cap = max_num_batched_tokens if max_running_requests is None else max_running_requests
     running = min(cap, max_num_batched_tokens // per_step, max(int(kv // (1.0 + state)), 1))
-    config = SchedulerConfig(max_num_batched_tokens, running, kv, scheduling, per_step, gain, state)
+    config = SchedulerConfig(
+        max_num_batched_tokens,
+        running,
+        kv,
+        scheduling,
+        per_step,
+        gain,
+        state,
+        float(budget.window_tokens),
+        budget.windowed_share,
+    )
     config.validate()
     return config
 

@@ -13,8 +13,9 @@ TensorRT-LLM schedule it) has a token budget B = ``max_num_batched_tokens``:
 A waiting request is admitted (first come, first served; a request that does not fit blocks
 the ones behind it) while fewer than ``max_running`` requests run and the KV cache holds its
 whole context, input + output tokens, reserved at admission (a conservative stand-in for
-engines that allocate pages as tokens arrive and preempt when they run out), plus the fixed
-recurrent state of a hybrid model's Mamba2 layers (``state_tokens_per_request``).
+engines that allocate pages as tokens arrive and preempt when they run out; sliding-window
+layers hold at most their window), plus the fixed recurrent state of a hybrid model's Mamba2
+layers (``state_tokens_per_request``).
 
 A request's first token comes at the end of the step that prefills its last prompt token; it
 then decodes one token per decode step until it has ``output_tokens``. Step times come from a
@@ -75,10 +76,17 @@ class SchedulerConfig:
     # A request's fixed recurrent state (Mamba2 layers of hybrid models), in tokens of KV
     # cache: reserved at admission beside its tokens (memory.KvBudget.state_tokens_per_request).
     state_tokens_per_request: float = 0.0
+    # Sliding-window layers (memory.KvBudget.windowed_share): that share of a token's KV is held
+    # for at most ``window_tokens`` tokens of a request.
+    window_tokens: float = 0.0
+    windowed_share: float = 0.0
 
     def need(self, tokens: float) -> float:
-        """Return the KV cache a request of ``tokens`` tokens reserves, its state included."""
-        return tokens + self.state_tokens_per_request
+        """Return the KV cache a request of ``tokens`` tokens reserves, in tokens below the
+        window: its sliding-window layers hold the last ``window_tokens`` only; its state
+        included."""
+        beyond = max(tokens - self.window_tokens, 0.0) if self.windowed_share else 0.0
+        return tokens - self.windowed_share * beyond + self.state_tokens_per_request
 
     def requests_held(self, tokens_per_request: float) -> int:
         """Return how many requests of ``tokens_per_request`` tokens the KV cache holds (≥ 1)."""
