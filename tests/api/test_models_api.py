@@ -149,6 +149,28 @@ def test_import_moe_hf_config(client: TestClient, auth_headers: dict[str, str]) 
     assert response.json()["num_experts"] == config["num_local_experts"]
 
 
+def test_import_reads_an_experts_only_checkpoint(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    # gpt-oss's MXFP4 leaves attention out of the quantization (modules_to_not_convert).
+    config = hf_config("openai--gpt-oss-120b")
+    response = client.post(
+        "/v1/models/import", json={"id": "my-gpt-oss", "hf_config": config}, headers=auth_headers
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["native_weights_dtype"], body["native_quantized_layers"]) == ("fp4", "experts")
+    seeded = client.get("/v1/models/gpt-oss-120b").json()
+    assert seeded["native_quantized_layers"] == "experts"
+    # A dense model cannot quantize its experts alone: a 422 naming the field.
+    patched = client.patch(
+        "/v1/models/llama-3.1-8b", json={"native_quantized_layers": "experts"},
+        headers=auth_headers,
+    )  # fmt: skip
+    assert patched.status_code == 422
+    assert patched.json()["errors"][0]["field"] == "native_quantized_layers"
+
+
 def test_import_llama_4_scout_and_estimate_it(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:
