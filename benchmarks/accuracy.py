@@ -2274,6 +2274,13 @@ ISSUE_11_NOTES = (
     "from 8 to 128 clients) where the ln-R term is capped at ln C, which is why the fits lean "
     "on the admission wait at high "
     "concurrency; the closed form with fitted harness terms stays. (Measured before item 35.) "
+    "Also tried after item 35 and reverted: the per-sequence cost charged on the layers that "
+    "attend to the whole context only (gpt-oss-120b's 18 sliding-window layers of 128 tokens "
+    "left out), after reading that gpt-oss-120b's in-sample fit, 0.37 µs per sequence per "
+    "layer, is about half the Qwen3-32B fits: leave-model-out gpt-oss-120b TPOT 8.4 → 6.8% but "
+    "TTFT 12.3 → 14.4%, concurrency ≤ 32 → ≥ 64 gpt-oss-120b TPOT 24.6 → 25.5%, vLLM static → "
+    "serving TPOT 4.3 → 4.7%, and section 7b's implied cost of gpt-oss-120b no flatter across "
+    "concurrency (4.3 → 0.9 per full layer). "
     "Splits and the data were not changed after seeing results."
 )
 
