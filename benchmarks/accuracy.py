@@ -2280,7 +2280,12 @@ ISSUE_11_NOTES = (
     "layer, is about half the Qwen3-32B fits: leave-model-out gpt-oss-120b TPOT 8.4 → 6.8% but "
     "TTFT 12.3 → 14.4%, concurrency ≤ 32 → ≥ 64 gpt-oss-120b TPOT 24.6 → 25.5%, vLLM static → "
     "serving TPOT 4.3 → 4.7%, and section 7b's implied cost of gpt-oss-120b no flatter across "
-    "concurrency (4.3 → 0.9 per full layer). "
+    "concurrency (4.3 → 0.9 per full layer). Retried after item 35 and reverted again: "
+    "item 30's fp8 input quantisation as its own kernel (3 bytes per input element of every "
+    "fp8 GEMM): section 7c's fp8 prompts 1.34–1.48 → 1.26–1.40×, spec-sheet TensorRT-LLM "
+    "(backend, tp) TPOT 9.2 → 6.8% and calibrated 4.2 → 3.8%, but leave-model-out TTFT 21.0 → "
+    "21.9% and TPOT 4.6 → 4.7%, TensorRT-LLM static → serving TPOT 6.0 → 6.6%, and a new FAIL "
+    "cell (Qwen3-32B on TensorRT-LLM, concurrency ≤ 32 → ≥ 64 TPOT 9.2% against 7.6%). "
     "Splits and the data were not changed after seeing results."
 )
 
