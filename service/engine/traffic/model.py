@@ -540,8 +540,8 @@ def scheduler_config(
         per_step,
         gain,
         state,
-        float(budget.window_tokens),
-        budget.windowed_share,
+        window_tokens=float(budget.window_tokens),
+        windowed_share=budget.windowed_share,
     )
     config.validate()
     return config

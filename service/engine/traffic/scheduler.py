@@ -85,7 +85,7 @@ class SchedulerConfig:
         """Return the KV cache a request of ``tokens`` tokens reserves, in tokens below the
         window: its sliding-window layers hold the last ``window_tokens`` only; its state
         included."""
-        beyond = max(tokens - self.window_tokens, 0.0) if self.windowed_share else 0.0
+        beyond = max(tokens - self.window_tokens, 0.0)
         return tokens - self.windowed_share * beyond + self.state_tokens_per_request
 
     def requests_held(self, tokens_per_request: float) -> int:
