@@ -92,6 +92,13 @@ def log(value: npt.ArrayLike) -> FloatArray:
     return np.log(value)
 
 
+def sqrt(value: npt.ArrayLike) -> FloatArray:
+    """Return ``np.sqrt(value)``; on a float, ``math.sqrt`` as a float."""
+    if type(value) is float:
+        return math.sqrt(value)
+    return np.sqrt(value)
+
+
 def floor(value: npt.ArrayLike) -> FloatArray:
     """Return ``np.floor(value)``; on a float, the same whole number as a float."""
     if type(value) is float:
