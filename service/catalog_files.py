@@ -25,6 +25,7 @@ _ACCELERATOR_NUMBERS: dict[str, tuple[bool, bool, bool]] = {
     "interconnect_gb_s": (True, True, False),
     "tdp_w": (False, False, True),
     "price_usd_per_hour": (True, False, True),
+    "measured_memory_bandwidth_gb_s": (False, False, True),
 }
 _ACCELERATOR_STRINGS = ("id", "vendor", "name", "memory_type", "confidence")
 _ACCELERATOR_VALUE_FIELDS = (
@@ -33,6 +34,7 @@ _ACCELERATOR_VALUE_FIELDS = (
     "memory_bandwidth_gb_s",
     "peak_tflops",
     "measured_matmul_tflops",
+    "measured_memory_bandwidth_gb_s",
     "interconnect_gb_s",
     "topology",
     "tdp_w",
@@ -142,6 +144,13 @@ def _validate_accelerator(path: Path, record: dict[str, object]) -> None:
         if not _is_number(tflops) or float(tflops) <= 0:
             raise CatalogFileError(path, f"peak_tflops.{dtype} must be a positive number")
     _validate_measured(path, record.get("measured_matmul_tflops"), peaks)
+    measured_bandwidth = record.get("measured_memory_bandwidth_gb_s")
+    if measured_bandwidth is not None and float(measured_bandwidth) > float(  # type: ignore[arg-type]
+        record["memory_bandwidth_gb_s"]  # type: ignore[arg-type]
+    ):
+        raise CatalogFileError(
+            path, "measured_memory_bandwidth_gb_s must be at most memory_bandwidth_gb_s"
+        )
     topology = record.get("topology")
     if topology is not None:
         if not isinstance(topology, dict):
@@ -255,6 +264,7 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
     measured = record.get("measured_matmul_tflops") or {}
     assert isinstance(measured, Mapping)
     topology = record.get("topology")
+    measured_bandwidth = record.get("measured_memory_bandwidth_gb_s")
     return Accelerator(
         id=str(record["id"]),
         vendor=str(record["vendor"]),
@@ -268,6 +278,9 @@ def accelerator_from_record(record: Mapping[str, object]) -> Accelerator:
         memory_type=str(record.get("memory_type", "")),
         extra={k: record[k] for k in extra_keys if k in record},
         measured_matmul_tflops={str(k): _as_float(v) for k, v in measured.items()},
+        measured_memory_bandwidth_gb_s=(
+            None if measured_bandwidth is None else _as_float(measured_bandwidth)
+        ),
         topology=topology_from_mapping(topology) if isinstance(topology, Mapping) else None,
     )
 

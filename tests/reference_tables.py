@@ -87,6 +87,17 @@ def accelerator_tables() -> dict[str, str]:
             else:
                 row += ["–", "–"]
         mamf.append(row)
+    dram = [
+        [
+            f"`{r['id']}`",
+            _number(r["measured_memory_bandwidth_gb_s"]),
+            _number(r["memory_bandwidth_gb_s"]),
+            f"{r['measured_memory_bandwidth_gb_s'] / r['memory_bandwidth_gb_s']:.1%}",
+            _source_ids(_field_sources(r, "measured_memory_bandwidth_gb_s")),
+        ]
+        for r in records
+        if r.get("measured_memory_bandwidth_gb_s") is not None
+    ]
     prices = [
         [
             f"`{r['id']}`",
@@ -115,6 +126,9 @@ def accelerator_tables() -> dict[str, str]:
         "2": _table(["id", *DTYPE_COLUMNS, "sources"], peaks),
         "3a": _table(
             ["id", "bf16 MAMF", "bf16 fraction of peak", "fp8 MAMF", "fp8 fraction of peak"], mamf
+        ),
+        "3c": _table(
+            ["id", "measured DRAM read (GB/s)", "spec sheet (GB/s)", "fraction", "source"], dram
         ),
         "4": _table(["id", "USD per device-hour", "provider", "tier", "date", "source"], prices),
     }

@@ -292,3 +292,20 @@ def test_every_seeded_source_is_a_url_the_api_accepts() -> None:
         if not pattern.match(url)
     ]
     assert bad == []
+
+
+def test_measured_memory_bandwidth_from_gpu_benches(
+    accelerators: dict[str, dict[str, object]], tmp_path: Path
+) -> None:
+    # docs/reference/accelerators.md §3c (B1): best DRAM read of gpu-benches' result files.
+    expected = {"h200-sxm": 3889.0, "a100-sxm-80gb": 1769.0, "a100-sxm-40gb": 1490.0}
+    for accelerator_id, measured in expected.items():
+        record = accelerators[accelerator_id]
+        assert accelerator_from_record(record).measured_memory_bandwidth_gb_s == measured
+        assert record["field_sources"]["measured_memory_bandwidth_gb_s"] == ["B1"]  # type: ignore[index]
+    assert accelerator_from_record(accelerators["h100-sxm"]).measured_bandwidth_fraction() is None
+    root = _copy_catalog(tmp_path)
+    path = root / "accelerators" / "h200-sxm.yaml"
+    _edit(path, measured_memory_bandwidth_gb_s=4801)
+    with pytest.raises(CatalogFileError, match="at most memory_bandwidth_gb_s"):
+        load_accelerator_records(root)

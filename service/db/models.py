@@ -70,6 +70,8 @@ class AcceleratorRow(CatalogRowMixin, Base):
     confidence: Mapped[str | None] = mapped_column(String(20), default=None)
     # Measured maximum achievable matmul TFLOP/s per dtype (MAMF); None when not measured.
     measured_matmul_tflops: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
+    # Best measured DRAM read bandwidth, GB/s; None when not measured.
+    measured_memory_bandwidth_gb_s: Mapped[float | None] = mapped_column(Float, default=None)
     topology: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
 
 

@@ -281,7 +281,8 @@ def _clip(name: str, value: float) -> float:
 def spec_sheet_efficiency(
     accelerator: Accelerator, base: EfficiencyParams = DEFAULT_EFFICIENCY
 ) -> EfficiencyParams:
-    """Return ``base`` with GEMM compute efficiency set to measured MAMF / peak where measured.
+    """Return ``base`` with GEMM compute efficiency set to measured MAMF / peak where measured,
+    and its HBM streaming fractions capped at the measured DRAM read bandwidth's.
 
     MAMF (maximum achievable matmul FLOP/s, docs/reference/accelerators.md §3a) is the best large
     dense GEMM
@@ -294,7 +295,33 @@ def spec_sheet_efficiency(
         if fraction is not None:
             name = _compute_name(group)
             changes[name] = _clip(name, fraction)
-    return base.replace(**changes) if changes else base
+    return within_measured_bandwidth(base.replace(**changes) if changes else base, accelerator)
+
+
+# Fractions of the spec-sheet HBM bandwidth that memory-bound kernels stream at.
+HBM_STREAMING_TERMS: tuple[str, ...] = (
+    *(f"gemm_memory_bandwidth_efficiency_{g}" for g in DTYPE_GROUPS),
+    *(f"kv_bandwidth_efficiency_{g}" for g in DTYPE_GROUPS),
+    "memory_bandwidth_efficiency",
+)
+
+
+def within_measured_bandwidth(
+    params: EfficiencyParams, accelerator: Accelerator
+) -> EfficiencyParams:
+    """Return ``params`` with every HBM streaming fraction at most the accelerator's measured
+    DRAM read bandwidth over its spec sheet's (``Accelerator.measured_bandwidth_fraction``).
+
+    No kernel reads HBM faster than the best streaming benchmark on the part does, whatever
+    fraction a prior or a profile fitted on another part says: H200 SXM reads 3,889 of its
+    4,800 GB/s (0.81) where the priors stream at 0.85–0.90 and an H100 profile at ~0.86
+    (hardware_catalog, source B1). Parts without a measurement keep ``params``.
+    """
+    fraction = accelerator.measured_bandwidth_fraction()
+    if fraction is None:
+        return params
+    changes = {name: fraction for name in HBM_STREAMING_TERMS if getattr(params, name) > fraction}
+    return params.replace(**changes) if changes else params
 
 
 def uses_measured_matmul(accelerator: Accelerator) -> bool:
@@ -324,7 +351,9 @@ def transfer_efficiency(
     """Move parameters fitted on ``source`` to ``target``: scale GEMM compute efficiencies.
 
     Per dtype group measured on both accelerators, the fitted efficiency is multiplied by
-    target MAMF fraction / source MAMF fraction and clipped to its bounds. Onto another vendor's
+    target MAMF fraction / source MAMF fraction and clipped to its bounds; HBM streaming
+    fractions are capped at the target's measured DRAM read bandwidth
+    (``within_measured_bandwidth``). Onto another vendor's
     accelerator the other kernel parameters (``KERNEL_TERMS``) take the target's spec-sheet
     priors: they were measured on the source vendor's kernels (CUTLASS, FlashAttention, NCCL
     tables on H100), which the target does not run, so the H100 fp8 GEMM's row and column
@@ -342,4 +371,4 @@ def transfer_efficiency(
             continue
         name = _compute_name(group)
         changes[name] = _clip(name, getattr(params, name) * target_fraction / source_fraction)
-    return params.replace(**changes) if changes else params
+    return within_measured_bandwidth(params.replace(**changes) if changes else params, target)

@@ -74,6 +74,8 @@ class Accelerator:
     extra: Mapping[str, object] = field(default_factory=dict)
     # Measured max achievable matmul TFLOP/s per dtype (MAMF); may be empty.
     measured_matmul_tflops: Mapping[str, float] = field(default_factory=dict)
+    # Best measured DRAM read bandwidth, GB/s (a streaming benchmark); None when not measured.
+    measured_memory_bandwidth_gb_s: float | None = None
     # Links by where the peers are; None: derived from ``interconnect_gb_s`` (see ``topology_of``).
     topology: Topology | None = None
 
@@ -115,6 +117,13 @@ class Accelerator:
         if measured is None or peak is None or not peak > 0:
             return None
         return measured / peak
+
+    def measured_bandwidth_fraction(self) -> float | None:
+        """Return measured DRAM read bandwidth over the spec sheet's, or None if unmeasured."""
+        measured = self.measured_memory_bandwidth_gb_s
+        if measured is None or not self.memory_bandwidth_gb_s > 0:
+            return None
+        return measured / self.memory_bandwidth_gb_s
 
     def ridge_point_flop_per_byte(self, dtype: str) -> float:
         """Peak FLOP/s over HBM bandwidth: the intensity above which a kernel is compute-bound."""

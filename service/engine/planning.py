@@ -320,13 +320,16 @@ def _precheck(candidate: Candidate, question: PlanQuestion) -> Rejection | int:
         return Rejection(c, INVALID_LAYOUT, f"layout does not divide the model: {exc}")
     try:
         c.precision.validate()
-        c.accelerator.peak_flops_s(c.precision.compute_dtype)
-    except UnsupportedDtypeError:
-        return Rejection(
-            c,
-            UNSUPPORTED_DTYPE,
-            f"no peak for dtype {c.precision.compute_dtype} on {c.accelerator.id}",
-        )
+    except UnsupportedDtypeError as exc:
+        return Rejection(c, UNSUPPORTED_DTYPE, str(exc))
+    # The GEMMs' dtype, and the embeddings', LM head's and router's (16-bit beside fp8 math).
+    for dtype in (c.precision.compute_dtype, c.precision.unquantized_dtype):
+        try:
+            c.accelerator.peak_flops_s(dtype)
+        except UnsupportedDtypeError:
+            return Rejection(
+                c, UNSUPPORTED_DTYPE, f"no peak for dtype {dtype} on {c.accelerator.id}"
+            )
     if question.objective == "min_cost_per_million_tokens" and c.usd_per_gpu_hour is None:
         return Rejection(
             c,

@@ -65,6 +65,7 @@ ACCELERATOR_FIELDS = (
     "memory_bandwidth_gb_s",
     "peak_tflops",
     "measured_matmul_tflops",
+    "measured_memory_bandwidth_gb_s",
     "interconnect_gb_s",
     "topology",
     "tdp_w",

@@ -81,6 +81,7 @@ def accelerator_to_dict(row: AcceleratorRow | Row[Any]) -> dict[str, Any]:
             dtype: float(v) for dtype, v in row.peak_tflops.items() if math.isfinite(v)
         },
         "measured_matmul_tflops": _measured(row),
+        "measured_memory_bandwidth_gb_s": _float_or_none(row.measured_memory_bandwidth_gb_s),
         "interconnect_gb_s": float(row.interconnect_gb_s),
         "topology": row.topology,
         "tdp_w": _float_or_none(row.tdp_w),
@@ -141,6 +142,7 @@ def accelerator_from_row(row: AcceleratorRow) -> Accelerator:
             "field_sources": dict(row.field_sources),
         },
         measured_matmul_tflops=_measured(row) or {},
+        measured_memory_bandwidth_gb_s=_float_or_none(row.measured_memory_bandwidth_gb_s),
         topology=topology_from_mapping(row.topology),
     )
 

@@ -327,6 +327,27 @@ def test_infeasible_question_answers_with_reasons(llama70b: ModelShape, h100: Ac
     assert plan([unpriced], by_cost).rejected[0].code == NO_PRICE
 
 
+def test_a_part_without_the_16_bit_dtype_is_rejected_not_raised(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """fp8 GEMMs still run the embeddings, LM head and router in bf16: a part with an fp8 peak
+    but no bf16 one (fp16 instead) cannot run them, and the plan says so instead of failing
+    the whole question (found by the live contract fuzz on an edited catalog entry)."""
+    fp16_only = dataclasses.replace(
+        h100, id="fp16-only", peak_tflops={"fp16": 989.4, "fp8": 1978.9}
+    )
+    candidates = [
+        Candidate(llama8b, fp16_only, FP8, Parallelism()),
+        Candidate(llama8b, h100, FP8, Parallelism()),
+    ]
+    question = PlanQuestion(input_tokens=1024, output_tokens=256, concurrency_levels=8)
+    result = plan(candidates, question)
+    assert [c.candidate.accelerator.id for c in result.configurations] == ["h100-sxm"]
+    (rejected,) = result.rejected
+    assert rejected.code == UNSUPPORTED_DTYPE
+    assert rejected.reason == "no peak for dtype bf16 on fp16-only"
+
+
 def test_frontier_points_are_pareto_optimal(
     llama8b: ModelShape, h100: Accelerator, h200: Accelerator
 ) -> None:

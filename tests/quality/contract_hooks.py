@@ -150,6 +150,7 @@ def fix_accelerator(body: JsonDict) -> None:
     dtype." A measured dtype without a peak gets its measurement as its peak.
     """
     fix_interconnect(body)
+    fix_measured_bandwidth(body)
     measured = body.get("measured_matmul_tflops")
     peaks = body.get("peak_tflops")
     if not isinstance(measured, dict) or not isinstance(peaks, dict):
@@ -166,7 +167,8 @@ def fix_accelerator_patch(body: JsonDict) -> None:
     """The merged accelerator stays valid whatever is stored (PATCH: "The merged accelerator
     must be a valid POST /v1/accelerators body ... a measured_matmul_tflops for a dtype the
     stored peak_tflops lacks"): no peak is removed, a measured value comes with its peak, and a
-    peak that changes drops the stored measurement of its dtype (which could exceed it)."""
+    peak that changes drops the stored measurement of its dtype (which could exceed it), and so
+    does a new memory bandwidth the stored measured one."""
     peaks = body.get("peak_tflops")
     if isinstance(peaks, dict):
         for dtype in [d for d, v in peaks.items() if v is None]:
@@ -182,7 +184,17 @@ def fix_accelerator_patch(body: JsonDict) -> None:
             measured.setdefault(dtype, None)
     elif "peak_tflops" in body and "measured_matmul_tflops" not in body:
         body["measured_matmul_tflops"] = dict.fromkeys(body["peak_tflops"])
+    if "memory_bandwidth_gb_s" in body and "measured_memory_bandwidth_gb_s" not in body:
+        body["measured_memory_bandwidth_gb_s"] = None  # the stored one could exceed it
+    fix_measured_bandwidth(body)
     fix_interconnect(body)
+
+
+def fix_measured_bandwidth(body: JsonDict) -> None:
+    """measured_memory_bandwidth_gb_s (field description): "at most memory_bandwidth_gb_s"."""
+    measured, spec = body.get("measured_memory_bandwidth_gb_s"), body.get("memory_bandwidth_gb_s")
+    if isinstance(measured, int | float) and isinstance(spec, int | float) and measured > spec:
+        body["measured_memory_bandwidth_gb_s"] = spec
 
 
 def fix_interconnect(body: JsonDict) -> None:

@@ -75,6 +75,11 @@ class AcceleratorFields(BaseModel):
         default=None,
         description="Measured maximum achievable matmul TFLOP/s per dtype (MAMF), at most peak.",
     )
+    measured_memory_bandwidth_gb_s: BandwidthGbS | None = Field(
+        default=None,
+        description="Best measured DRAM read bandwidth (a streaming benchmark), at most "
+        "memory_bandwidth_gb_s; the engine's memory-bound kernels never run faster.",
+    )
     interconnect_gb_s: InterconnectGbS = Field(
         default=0.0,
         description=f"Per device, per direction: 0 (no scale-up link) or at least {MIN_LINK_GB_S}.",
@@ -118,6 +123,9 @@ class AcceleratorFields(BaseModel):
                 raise ValueError(f"measured_matmul_tflops.{dtype} needs peak_tflops.{dtype}")
             if tflops > peak:
                 raise ValueError(f"measured_matmul_tflops.{dtype} exceeds peak_tflops.{dtype}")
+        measured = self.measured_memory_bandwidth_gb_s
+        if measured is not None and measured > self.memory_bandwidth_gb_s:
+            raise ValueError("measured_memory_bandwidth_gb_s exceeds memory_bandwidth_gb_s")
         return self
 
 
@@ -146,6 +154,7 @@ class Accelerator(BaseModel):
     memory_bandwidth_gb_s: float
     peak_tflops: dict[str, float]
     measured_matmul_tflops: dict[str, float] | None = None
+    measured_memory_bandwidth_gb_s: float | None = None
     interconnect_gb_s: float
     topology: dict[str, float] | None = None
     tdp_w: float | None
