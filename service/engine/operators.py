@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import cast
 
 import numpy as np
@@ -319,6 +319,7 @@ class _StepBuilder:
         # Tokens that can route differently: all of them, or one sequence's per group when the
         # sequences are copies of one prompt decoded greedily (a benchmark harness's batch):
         # copies pick the same experts, so a step reads only the experts one sequence picks.
+        self.identical_sequences = identical_sequences
         self.routed_tokens = (
             sum((where(g.sequences > 0, g.new_tokens, 0.0) for g in groups), self._zeros())
             if identical_sequences
@@ -594,6 +595,7 @@ class _StepBuilder:
         width = m.moe_intermediate_size * par.ep / par.moe_group_gpus
         return width, par.experts_per_gpu(m) / m.num_experts
 
+    @cached_property
     def _busiest_rank_experts(self) -> tuple[FloatArray, FloatArray]:
         """Touched experts and token picks (rows) on the busiest expert-parallel rank.
 
@@ -618,9 +620,9 @@ class _StepBuilder:
             return touched_here, picks_here
         hit = touched / m.num_experts
         touched_here = minimum(held, touched_here + z * sqrt(held * hit * (1.0 - hit)))
-        routed_picks = self.routed_tokens * k
-        copies = where(self.routed_tokens > 0, self.all_tokens / self.routed_tokens, 0.0)
-        spread_picks = z * sqrt(routed_picks * share * (1.0 - share)) * copies
+        spread_picks = z * sqrt(self.routed_tokens * k * share * (1.0 - share))
+        if self.identical_sequences:  # a group's routed tokens are one copy's (≥ 1 if any)
+            spread_picks = spread_picks * self.all_tokens / maximum(self.routed_tokens, 1.0)
         return touched_here, minimum(picks, picks_here + spread_picks)
 
     def moe(self) -> None:
@@ -631,7 +633,7 @@ class _StepBuilder:
         router = self.gemm(self.tokens, m.num_experts, m.hidden_size, quantized=False)
         self.add("router", GEMM, router.scaled(layers))
         tokens = self.all_tokens
-        touched_here, picks_here = self._busiest_rank_experts()
+        touched_here, picks_here = self._busiest_rank_experts
         if self.scalar:
             rows_per_expert = cast(
                 FloatArray, picks_here / touched_here if touched_here > 0 else 0.0
@@ -675,7 +677,7 @@ class _StepBuilder:
             elements = elements + self.tokens * dense
         if m.is_moe:
             width, _ = self._expert_slice()
-            _, picks_here = self._busiest_rank_experts()
+            _, picks_here = self._busiest_rank_experts
             routed = picks_here * per_column * width
             shared_width = m.num_shared_experts * m.shared_expert_width
             shared = self.tokens * per_column * shared_width / self.tp
