@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.db.api_key_repository import ApiKeyRepository
 from service.db.models import ApiKeyRow, utcnow
+from service.db.session import begin_write
 from service.services.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 
 SCOPES = ("read", "write", "admin")
@@ -82,6 +83,9 @@ def authorise(session: Session, pepper: str, key: str | None, scope: str) -> Api
 
 def revoke_key(session: Session, key_id_or_prefix: str) -> ApiKeyRow:
     """Revoke a key by numeric id or lookup prefix; revoking twice keeps the first time."""
+    # Read-then-write: on SQLite take the write lock first, or a commit by another connection
+    # between the read and the write (a replica's rate-limit sync) fails it as "locked".
+    begin_write(session)
     repo = ApiKeyRepository(session)
     row = repo.by_id(int(key_id_or_prefix)) if key_id_or_prefix.isdigit() else None
     if row is None:
