@@ -328,15 +328,22 @@ def memory_breakdown(
 ) -> MemoryBreakdown:
     """Return memory per GPU for ``sequences`` holding ``context_tokens`` each.
 
-    With attention_dp ranks each GPU holds the KV cache and activations of its rank's
-    1/attention_dp of the sequences and step tokens.
+    With attention_dp ranks the GPUs of the busiest rank hold the KV cache and activations of
+    its ceil(sequences / attention_dp) sequences (``Parallelism.sequences_on_busiest_dp_rank``)
+    and their share of the step tokens.
     """
     weights, kv_per_token = _weights_and_kv(model, precision, parallelism)
-    adp = float(parallelism.attention_dp)
-    per_rank = values(sequences) / adp
+    all_sequences = values(sequences)
+    per_rank = parallelism.sequences_on_busiest_dp_rank(all_sequences)
+    some = all_sequences > 0
+    rank_share = where(some, per_rank / where(some, all_sequences, 1.0), 0.0)
     kv = per_rank * kv_per_token.for_context(context_tokens)
     act = activation_bytes(
-        model, precision, parallelism, step_tokens=values(step_tokens) / adp, logit_rows=per_rank
+        model,
+        precision,
+        parallelism,
+        step_tokens=values(step_tokens) * rank_share,
+        logit_rows=per_rank,
     )
     capacity = hardware_capacity_bytes(accelerator)
     return MemoryBreakdown(

@@ -325,14 +325,18 @@ class _StepBuilder:
             if identical_sequences
             else self.all_tokens
         )
-        # One attention-DP rank serves 1/attention_dp of the sequences (spread evenly); every
-        # other operator runs on that rank's share.
-        adp = float(parallelism.attention_dp)
+        # Every other operator runs on the busiest attention-DP rank's sequences (all of them
+        # with attention_dp = 1); the MoE exchange waits for it.
         self.groups = (
             tuple(groups)
-            if adp == 1.0
+            if parallelism.attention_dp == 1
             else tuple(
-                AttentionGroup(g.sequences / adp, g.new_tokens, g.past_tokens) for g in groups
+                AttentionGroup(
+                    parallelism.sequences_on_busiest_dp_rank(g.sequences),
+                    g.new_tokens,
+                    g.past_tokens,
+                )
+                for g in groups
             )
         )
         self.tokens = sum((g.tokens for g in self.groups), self._zeros())
@@ -705,10 +709,12 @@ class _StepBuilder:
             )
             self.add("tp_all_reduce", COMMUNICATION, cost.scaled(count))
         if par.ep > 1:
-            # Dispatch and combine: each GPU sends its 1/ep share of the replica's tokens, k
-            # copies each (with attention_dp, its rank's tokens split over the rank's tp GPUs).
-            all_bytes = self.all_tokens * m.hidden_size * b
-            message = all_bytes * m.experts_per_token / par.ep
+            # Dispatch and combine: the replica's N·k token picks are exchanged, and the
+            # exchange lasts as long as the busiest rank's share (``_busiest_rank_experts``;
+            # N·k / ep on average; with attention_dp, its rank's tokens split over the rank's
+            # tp GPUs).
+            _, picks_here = self._busiest_rank_experts
+            message = picks_here * m.hidden_size * b
             cost = collective_cost(
                 "alltoall", par.ep, message, accelerator=self.acc, params=self.params
             )

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy.typing as npt
+
 from service.engine.errors import InvalidLayoutError
+from service.engine.kernels import FloatArray, ceil, floor, values, where
 from service.engine.shapes import ModelShape
 
 
@@ -19,7 +22,9 @@ class Parallelism:
       shared by all heads, so every TP rank holds all of it.
     - attention_dp (MoE models): attention, dense layers, shared experts, embeddings and LM
       head are replicated on attention_dp ranks of tp GPUs each, every rank serving its own
-      share of the sequences; the MoE layers are sharded over all tp × attention_dp GPUs.
+      sequences (balanced by count, so the busiest holds ceil(n / attention_dp) of n: a lone
+      prompt runs whole on one rank); the MoE layers are sharded over all tp × attention_dp
+      GPUs.
     - ep shards routed experts over ep of the tp × attention_dp GPUs of the MoE group (ep divides
       that count, ep ≤ num_experts); the remaining (tp × attention_dp)/ep ranks split each
       expert's columns. When ep does not divide num_experts the busiest GPU holds
@@ -84,6 +89,24 @@ class Parallelism:
     @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.attention_dp * self.pp
+
+    def sequences_on_busiest_dp_rank(self, sequences: npt.ArrayLike) -> FloatArray:
+        """Return the sequences the busiest attention-DP rank serves out of ``sequences``.
+
+        Engines balance requests over the ranks by count (SGLang's round-robin or
+        shortest-queue dispatch), so the busiest rank holds ceil(n / attention_dp) of n and
+        every rank waits for it in the MoE exchange. A mean count between whole numbers (a
+        serving estimate's running batch, prompt chunks per step) is interpolated linearly
+        between them: 0.3 prompts per step cost 0.3 of a whole prompt on one rank.
+        """
+        n = values(sequences)
+        if self.attention_dp == 1:
+            return n
+        ranks = float(self.attention_dp)
+        whole = floor(n)
+        # ceil(n / ranks) rises by one from whole to whole + 1 when ranks divides whole.
+        rises = where(whole % ranks == 0.0, 1.0, 0.0)
+        return ceil(whole / ranks) + (n - whole) * rises
 
     def experts_per_gpu(self, model: ModelShape) -> int:
         """Return routed experts on the busiest GPU of the expert-parallel group."""

@@ -107,20 +107,36 @@ def serving_state(
     # (R prompts of n chunks over n + S_out − 1 steps), else that rate.
     per_step = maximum(running * chunks / (chunks + decode_steps), 1.0)
     shared = AttentionGroup.of(per_step, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
-    decode_only, mixed = step_costs(
+    steps = [("decode", [decode]), ("mixed", [decode, shared])]
+    # With attention DP a lone chunk runs whole on one rank while the others wait, but the
+    # prompts of a lockstep wave run side by side, one per rank (at most R at once).
+    dp_ranks = float(parallelism.attention_dp)
+    wave_chunks = maximum(minimum(running, dp_ranks), per_step)
+    if dp_ranks > 1:
+        wave = AttentionGroup.of(wave_chunks, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
+        steps.append(("wave", [decode, wave]))
+    costs = step_costs(
         model,
         accelerator,
         precision=precision,
         parallelism=parallelism,
-        steps=[("decode", [decode]), ("mixed", [decode, shared])],
+        steps=steps,
         points=np.size(running),
         params=params,
     )
+    decode_only, mixed = costs[0], costs[1]
     decode_s = decode_only.point_time_s
-    mixed_s = _launched_eagerly(mixed, eager_launch_s(model, parallelism, params))
-    prompt_s = chunks * maximum(mixed_s - decode_s, 0.0) / per_step
-    others = maximum(running - 1.0, 0.0)
+    launch_s = eager_launch_s(model, parallelism, params)
+    prompt_s = chunks * maximum(_launched_eagerly(mixed, launch_s) - decode_s, 0.0) / per_step
     share = LOCKSTEP_QUEUE_SHARE if offline else params.prefill_queue_share
+    if dp_ranks > 1:
+        # The others' prompts cost a wave's share in the lockstep part of the load (share ½ is
+        # all of it) and the lone chunk's time otherwise; without attention DP both are equal.
+        in_waves = min(share / LOCKSTEP_QUEUE_SHARE, 1.0)
+        wave_s = _launched_eagerly(costs[2], launch_s)
+        wave_prompt_s = chunks * maximum(wave_s - decode_s, 0.0) / wave_chunks
+        prompt_s = in_waves * wave_prompt_s + (1.0 - in_waves) * prompt_s
+    others = maximum(running - 1.0, 0.0)
     # the other prompts of the cycle that run before this request's first token (a share of
     # them, plus about ln R more: efficiency.py), at most all of them; the rest run while it
     # decodes

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from service.catalog_files import (
@@ -14,7 +17,9 @@ from service.engine.efficiency import DEFAULT_EFFICIENCY
 from service.engine.errors import InvalidLayoutError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
-from service.engine.operators import decode_step
+from service.engine.kernels import collective_cost
+from service.engine.memory import memory_breakdown
+from service.engine.operators import decode_step, prefill_step
 from service.engine.parallel import Parallelism
 from service.engine.precision import NATIVE, Precision
 from service.engine.shapes import ModelShape
@@ -179,3 +184,88 @@ def test_a_stage_send_between_nodes_goes_over_the_network(
     assert send_us(Parallelism(tp=4, pp=2)) == pytest.approx(nvlink, rel=1e-6)
     assert send_us(Parallelism(tp=8, pp=2)) == pytest.approx(network, rel=1e-6)
     assert send_us(Parallelism(tp=4, pp=4)) == pytest.approx(2 * nvlink + network, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("sequences", "busiest"),
+    [(0.0, 0.0), (0.3, 0.3), (1.0, 1.0), (5.0, 1.0), (8.0, 1.0), (8.5, 1.5), (9.0, 2.0),
+     (16.0, 2.0), (17.0, 3.0), (64.0, 8.0)],
+)  # fmt: skip
+def test_the_busiest_attention_dp_rank_holds_ceil_n_over_ranks(
+    sequences: float, busiest: float
+) -> None:
+    """Requests balanced by count over 8 ranks: the busiest holds ceil(n / 8) of n whole
+    requests, linearly in between (a mean 0.3 prompts per step is 0.3 of a prompt on one rank).
+    Without attention DP a rank holds them all."""
+    assert Parallelism(attention_dp=8, ep=8).sequences_on_busiest_dp_rank(sequences) == busiest
+    as_array = Parallelism(attention_dp=8, ep=8).sequences_on_busiest_dp_rank(np.array([sequences]))
+    assert as_array.tolist() == [busiest]
+    assert Parallelism().sequences_on_busiest_dp_rank(sequences) == sequences
+
+
+ATTENTION_RANK_OPERATORS = ("qkv_projection", "attention", "output_projection", "lm_head")
+
+
+def test_a_lone_prompt_runs_whole_on_one_attention_dp_rank(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    """DeepSeek-V3 on 8 H200s, attention_dp 8 × ep 8: one 2,000-token prompt is prefilled by
+    one rank, which does all of its attention-side work while the other ranks wait in the MoE
+    exchange, so those operators cost what they cost with one rank (attention_dp 1, the same
+    tp 1 GPU per rank); 9 prompts put 2 on the busiest rank, as 2 prompts on one rank do."""
+    ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
+    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype)
+
+    def rows(batch: float, layout: Parallelism) -> dict[str, float]:
+        step = prefill_step(
+            ds, h200, precision=fp8, params=DEFAULT_EFFICIENCY, batch_size=batch,
+            input_tokens=2000.0, parallelism=layout,
+        )  # fmt: skip
+        return {r.name: float(r.cost.time_s) for r in step.rows}
+
+    wide, one_rank = Parallelism(tp=1, attention_dp=8, ep=8), Parallelism(tp=1, ep=1)
+    for batch, per_rank in ((1.0, 1.0), (9.0, 2.0)):
+        spread, alone = rows(batch, wide), rows(per_rank, one_rank)
+        for name in ATTENTION_RANK_OPERATORS:
+            assert spread[name] == pytest.approx(alone[name], rel=1e-12), (batch, name)
+
+
+def test_memory_per_gpu_is_the_busiest_attention_dp_rank_s(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    """9 sequences over 8 ranks: the busiest rank's GPU caches 2 sequences' KV, as many as
+    16 sequences put there; 8 sequences put one on each."""
+    ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
+    layout = Parallelism(tp=1, attention_dp=8, ep=8)
+    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype)
+
+    def kv_gb(sequences: float) -> float:
+        memory = memory_breakdown(
+            ds, h200, precision=fp8, parallelism=layout, sequences=sequences,
+            context_tokens=4096.0, step_tokens=2048.0,
+        )  # fmt: skip
+        return float(memory.kv_cache_bytes) / 1e9
+
+    assert kv_gb(9.0) == pytest.approx(kv_gb(16.0))
+    assert kv_gb(9.0) == pytest.approx(2 * kv_gb(8.0))
+
+
+def test_the_expert_exchange_waits_for_the_busiest_rank_s_picks(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    """DeepSeek-V3 decode of one token over ep 8 (32 of 256 experts per rank): its 8 picks
+    land on a rank with probability 1/8 each, mean 1 and sd sqrt(8 · 1/8 · 7/8); the busiest
+    of 8 ranks gets 1 + 1.4236 · 0.9354 = 2.331 of them, and dispatch and combine (two
+    all-to-alls per MoE layer, 58 layers) carry that many 7,168-wide bf16 rows."""
+    ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
+    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype)
+    step = decode_step(
+        ds, h200, precision=fp8, params=DEFAULT_EFFICIENCY, batch_size=1.0,
+        context_tokens=1024.0, parallelism=Parallelism(tp=1, attention_dp=8, ep=8),
+    )  # fmt: skip
+    busiest_picks = 1.0 + 1.4236 * math.sqrt(8 * (1 / 8) * (7 / 8))
+    one = collective_cost(
+        "alltoall", 8, busiest_picks * 7168 * 2.0, accelerator=h200, params=DEFAULT_EFFICIENCY
+    )
+    exchange = {r.name: float(r.cost.time_s) for r in step.rows}["ep_all_to_all"]
+    assert exchange == pytest.approx(2 * 58 * float(one.time_s), rel=1e-4)

@@ -8,6 +8,7 @@ import pytest
 from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.operators import AttentionGroup, step_costs
 from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.serving import ServingState, serving_state
@@ -181,3 +182,30 @@ def test_an_offline_batch_is_one_lockstep_wave(llama8b: ModelShape, h100: Accele
         state = offline(share)
         np.testing.assert_allclose(state.ttft_s, waves.ttft_s, rtol=1e-12)
         np.testing.assert_allclose(state.tpot_s, waves.tpot_s, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("share", "wave"), [(0.0, False), (0.5, True)])
+def test_attention_dp_runs_a_lone_prompt_on_one_rank_and_a_wave_side_by_side(
+    dsv3: ModelShape, h200: Accelerator, share: float, wave: bool
+) -> None:
+    """DeepSeek-V3 fp8 on 8 H200s, attention_dp 8 × ep 8, 16 clients of 1,024-token prompts
+    (one chunk each). Spread arrivals (share 0): another client's prompt shares a step with no
+    other prompt and runs whole on one rank, so it costs the step it adds to the decode step
+    (decode + 1 chunk). A lockstep wave (share ½): 8 prompts run at once, one per rank, each
+    costing an eighth of the step they add (decode + 8 chunks)."""
+    fp8 = Precision(weights="fp8", activations="fp8")
+    layout = Parallelism(tp=1, attention_dp=8, ep=8)
+    params = DEFAULT_EFFICIENCY.replace(prefill_queue_share=share)
+    state = serving_state(
+        dsv3, h200, concurrency=np.array([16.0]), max_running=0.0, input_tokens=1024.0,
+        output_tokens=512.0, precision=fp8, parallelism=layout, params=params,
+    )  # fmt: skip
+    side_by_side = 8.0 if wave else 1.0
+    decode = AttentionGroup.of(16.0, 1.0, 1024.0 + 256.0)
+    prompts = AttentionGroup.of(side_by_side, 1024.0, 0.0)
+    decode_only, with_prompts = step_costs(
+        dsv3, h200, precision=fp8, parallelism=layout, params=params, points=1,
+        steps=[("decode", [decode]), ("mixed", [decode, prompts])],
+    )  # fmt: skip
+    by_hand = (with_prompts.time_s - decode_only.time_s) / side_by_side
+    assert state.prompt_s == pytest.approx(by_hand, rel=1e-9)
