@@ -12,6 +12,18 @@ from service.engine.kernels import FloatArray, ceil, floor, values, where
 from service.engine.shapes import ModelShape
 
 
+def on_busiest_rank(count: npt.ArrayLike, ranks: int) -> FloatArray:
+    """Return ceil(count / ranks), the most any of ``ranks`` ranks holds of ``count`` items
+    placed whole and balanced by count, interpolated linearly between whole counts."""
+    n = values(count)
+    if ranks == 1:
+        return n
+    whole = floor(n)
+    # ceil(n / ranks) rises by one from whole to whole + 1 when ranks divides whole.
+    rises = where(whole % ranks == 0.0, 1.0, 0.0)
+    return ceil(whole / ranks) + (n - whole) * rises
+
+
 @dataclass(frozen=True, slots=True)
 class Parallelism:
     """Tensor (tp), attention data (attention_dp), pipeline (pp) and expert (ep) degrees.
@@ -99,14 +111,7 @@ class Parallelism:
         serving estimate's running batch, prompt chunks per step) is interpolated linearly
         between them: 0.3 prompts per step cost 0.3 of a whole prompt on one rank.
         """
-        n = values(sequences)
-        if self.attention_dp == 1:
-            return n
-        ranks = float(self.attention_dp)
-        whole = floor(n)
-        # ceil(n / ranks) rises by one from whole to whole + 1 when ranks divides whole.
-        rises = where(whole % ranks == 0.0, 1.0, 0.0)
-        return ceil(whole / ranks) + (n - whole) * rises
+        return on_busiest_rank(sequences, self.attention_dp)
 
     def experts_per_gpu(self, model: ModelShape) -> int:
         """Return routed experts on the busiest GPU of the expert-parallel group."""

@@ -396,3 +396,44 @@ def test_kv_admission_holds_what_memory_says_with_sliding_windows(
     )  # fmt: skip
     assert fits >= 3
     assert 0 <= config.requests_held(context) - fits <= 1
+
+
+def test_the_step_table_prices_the_busiest_attention_dp_rank() -> None:
+    """DeepSeek-V3 fp8 on 8 H200s at attention_dp 8 × ep 8: a decode step of r sequences, and
+    one with a prompt piece, is ``step_cost``'s (within 1%): attention and the rank's GEMMs run
+    on the busiest rank's ceil(r / 8) sequences, a piece whole on one rank, and 9 pieces put 2
+    on the busiest."""
+    records = {str(r["id"]): r for r in load_model_records()}
+    dsv3 = model_from_record(records["deepseek-v3"])
+    h200 = next(
+        accelerator_from_record(r) for r in load_accelerator_records() if r["id"] == "h200-sxm"
+    )
+    fp8 = Precision(weights="fp8", activations="fp8")
+    layout = Parallelism(tp=1, attention_dp=8, ep=8)
+    replica = Replica.prepare(
+        dsv3, h200, precision=fp8, parallelism=layout, params=PARAMS,
+        max_num_batched_tokens=8192, max_running_requests=None, scheduling="decode_first",
+        max_input_tokens=4096, max_output_tokens=1024,
+    )  # fmt: skip
+    table = replica.table
+    for r in (1, 5, 8, 9, 64, 100):
+        decode = step_cost(
+            dsv3, h200, precision=fp8, parallelism=layout, params=PARAMS, phase="decode",
+            groups=[AttentionGroup.of(float(r), 1.0, 3000.0)],
+        )  # fmt: skip
+        assert table.decode_s(r, r * 3000.0) == pytest.approx(float(decode.time_s), rel=0.01), r
+        # With a prompt piece (whole on one rank; the routed experts take every token).
+        piece = AttentionGroup.of(1.0, 2000.0, 1000.0)
+        mixed = step_cost(
+            dsv3, h200, precision=fp8, parallelism=layout, params=PARAMS, phase="mixed",
+            groups=[AttentionGroup.of(float(r), 1.0, 3000.0), piece],
+        )  # fmt: skip
+        table_s = table.step_s(r, r * 3000.0, [(2000.0, 1000.0)])
+        assert table_s == pytest.approx(float(mixed.time_s), rel=0.01), r
+    # Nine prompt pieces: the busiest rank prefills two of them.
+    nine = step_cost(
+        dsv3, h200, precision=fp8, parallelism=layout, params=PARAMS, phase="prefill",
+        groups=[AttentionGroup.of(9.0, 800.0, 0.0)],
+    )  # fmt: skip
+    table_s = table.step_s(0, 0.0, [(800.0, 0.0)] * 9)
+    assert table_s == pytest.approx(float(nine.time_s), rel=0.01)

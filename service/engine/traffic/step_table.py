@@ -17,6 +17,7 @@ checks the sum against ``step_cost`` directly.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,13 +28,17 @@ from service.engine.efficiency import EfficiencyParams
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.operators import ATTENTION, AttentionGroup, StepCost, step_cost
-from service.engine.parallel import Parallelism
+from service.engine.parallel import Parallelism, on_busiest_rank
 from service.engine.precision import Precision
 from service.engine.serving import eager_launch_s
 from service.engine.shapes import ModelShape
 
 GRID_POINTS = 96  # per axis of the 1-D tables (step ratio ≈ 1.1 up to 8k tokens)
 PREFILL_GRID_POINTS = 40  # per axis of the prefill-attention table
+# Rows that run on all of a step's tokens with attention DP (the rest run on a rank's): the
+# routed experts and their exchange (the routed part of the activation streaming is counted
+# with the rank's rows, a small share).
+ALL_TOKEN_ROWS = ("experts", "ep_all_to_all", "dp_gather_scatter")
 CONTEXT_CELLS = 2048  # uniform cells of the decode-attention context axis
 PREFILL_CELLS = 128  # uniform cells per axis of the prefill-attention table
 
@@ -77,6 +82,21 @@ class StepTable:
     # the launch time and the overhead part of ``rows_s`` at L rows.
     eager_launch_s: float = 0.0
     overhead_rows_s: tuple[float, ...] = ()
+    # Attention-DP ranks: decode sequences and prompt pieces are placed whole, balanced by
+    # count, and a step lasts as long as the busiest rank (``on_busiest_rank``). A decode-only
+    # step's body is ``tokens_s`` (the engine prices that rank); a step with prompt pieces
+    # splits it into what runs on the busiest rank's tokens (``rank_tokens_s``) and the routed
+    # experts and their exchange on all the replica's tokens (``moe_tokens_s``).
+    dp_ranks: int = 1
+    rank_tokens_s: tuple[float, ...] = ()
+    moe_tokens_s: tuple[float, ...] = ()
+
+    def _busiest_attention(self, sequences: float, each_s: float) -> float:
+        """Return the attention of the busiest rank's share of ``sequences`` costing ``each_s``
+        each (all of them with one rank)."""
+        if self.dp_ranks == 1:
+            return sequences * each_s
+        return float(on_busiest_rank(float(sequences), self.dp_ranks)) * each_s
 
     def draft_s(self, sequences: int, context_sum: float) -> float:
         """Return the drafter's time in a step: k one-token decode steps of the MTP block for
@@ -93,7 +113,8 @@ class StepTable:
         x = context_sum / sequences / self.context_step
         i = min(int(x), len(table) - 2)
         low = table[i]
-        return sequences * (low + (table[i + 1] - low) * (x - i)) + self.attention_launch_s
+        each_s = low + (table[i + 1] - low) * (x - i)
+        return self._busiest_attention(sequences, each_s) + self.attention_launch_s
 
     def prefill_attention(self, new_tokens: float, past_tokens: float) -> float:
         """Return one prefill piece's attention without its launch (bilinear in new, past)."""
@@ -119,7 +140,7 @@ class StepTable:
         time_s = (
             self.tokens_s[sequences * self.decode_tokens]
             + self.decode_rows_s[sequences]
-            + sequences * (low + (table[i + 1] - low) * (x - i))
+            + self._busiest_attention(sequences, low + (table[i + 1] - low) * (x - i))
             + self.attention_launch_s
         )
         if self.draft is not None:
@@ -142,10 +163,10 @@ class StepTable:
         time_s = (
             self.tokens_s[sequences * self.decode_tokens]
             + self.decode_rows_s[sequences]
-            + sequences * (low + rise * (x - i))
+            + self._busiest_attention(sequences, low + rise * (x - i))
             + self.attention_launch_s
         )
-        growth = sequences * rise / self.context_step
+        growth = self._busiest_attention(sequences, rise / self.context_step)
         if self.draft is not None:
             draft_s, draft_growth = self.draft.decode_leap(sequences, context_sum)
             time_s += self.draft_passes * draft_s
@@ -162,20 +183,26 @@ class StepTable:
             tokens += int(new)
         if tokens <= 0:
             return 0.0
-        total = (
-            self.tokens_s[tokens]
-            + self.decode_rows_s[r]
-            + self.rows_s[r + len(pieces)]
-            - self.rows_s[r]
-        )
+        if self.dp_ranks > 1 and pieces:
+            new_tokens = tokens - r * self.decode_tokens
+            rank_share = on_busiest_rank(float(len(pieces)), self.dp_ranks) / len(pieces)
+            busiest_tokens = (
+                on_busiest_rank(float(r), self.dp_ranks) * self.decode_tokens
+                + rank_share * new_tokens
+            )
+            body = self.rank_tokens_s[int(busiest_tokens)] + self.moe_tokens_s[tokens]
+        else:
+            body = self.tokens_s[tokens]
+        total = body + self.decode_rows_s[r] + self.rows_s[r + len(pieces)] - self.rows_s[r]
         if decode_sequences > 0:
             total += self.decode_attention(decode_sequences, context_sum)
             if self.draft is not None:
                 total += self.draft_s(r, context_sum)
         if pieces:
-            total += self.attention_launch_s
-            for new, past in pieces:
-                total += self.prefill_attention(new, past)
+            pieces_s = sum(self.prefill_attention(new, past) for new, past in pieces)
+            if self.dp_ranks > 1:  # the busiest rank's pieces, at the pieces' mean
+                pieces_s = self._busiest_attention(len(pieces), pieces_s / len(pieces))
+            total += self.attention_launch_s + pieces_s
             if self.eager_launch_s > 0.0:
                 kernels_s = total - self.overhead_rows_s[r + len(pieces)]
                 total += max(self.eager_launch_s - kernels_s, 0.0)
@@ -223,16 +250,20 @@ def build_step_table(
             max_prompt_tokens=1.0,  # the drafter prices decode steps only
         )
 
-    def cost(groups: list[AttentionGroup]) -> StepCost:
+    def cost(groups: list[AttentionGroup], layout: Parallelism = parallelism) -> StepCost:
         return step_cost(
             model,
             accelerator,
             precision=precision,
-            parallelism=parallelism,
+            parallelism=layout,
             groups=groups,
             params=params,
             phase="traffic",
         )
+
+    # Attention per sequence or prompt piece as one rank runs it (the step prices the busiest
+    # rank's count of them): the layout without attention DP (nor the ep it enables).
+    one_rank = dataclasses.replace(parallelism, attention_dp=1, ep=1)
 
     tokens = _grid(max_step_tokens + 1, GRID_POINTS)
     t = np.asarray(tokens)
@@ -240,11 +271,20 @@ def build_step_table(
     flat = cost([AttentionGroup.of(t, 1.0, 0.0)])
     lm_head = _row_time(flat, name="lm_head")
     body = flat.total.time_s - _row_time(flat, kind=ATTENTION) - lm_head
+    rank_body = moe_body = np.zeros(0)
+    if parallelism.attention_dp > 1:
+        # T tokens as one sequence: all of them on one rank and through the routed experts.
+        lone = cost([AttentionGroup.of(1.0, t, 0.0)])
+        lone_body = lone.total.time_s - _row_time(lone, kind=ATTENTION)
+        lone_body = lone_body - _row_time(lone, name="lm_head")
+        moe_body = sum((_row_time(lone, name=name) for name in ALL_TOKEN_ROWS), np.zeros(t.size))
+        rank_body = lone_body - moe_body
     # Decode attention: one and two sequences at each context give a(c) and the launch.
     contexts = np.asarray(_grid(max_context_tokens + 1, GRID_POINTS))
     n = contexts.size
     both = cost(
-        [AttentionGroup.of(np.repeat([1.0, 2.0], n), float(decode_tokens), np.tile(contexts, 2))]
+        [AttentionGroup.of(np.repeat([1.0, 2.0], n), float(decode_tokens), np.tile(contexts, 2))],
+        one_rank,
     )
     attention = _row_time(both, kind=ATTENTION)
     one, two = attention[:n], attention[n:]
@@ -253,8 +293,10 @@ def build_step_table(
     news = np.asarray(_grid(max_step_tokens, PREFILL_GRID_POINTS))
     pasts = np.asarray(_grid(max(max_prompt_tokens - 1.0, 1.0), PREFILL_GRID_POINTS, zero=True))
     new_mesh, past_mesh = np.meshgrid(news, pasts)
-    pre = cost([AttentionGroup.of(1.0, new_mesh.ravel(), past_mesh.ravel())])
-    prefill = (_row_time(pre, kind=ATTENTION) - launch).reshape(new_mesh.shape)
+    pre = cost([AttentionGroup.of(1.0, new_mesh.ravel(), past_mesh.ravel())], one_rank)
+    # MLA's un-absorbed prefill also up-projects the piece's cached latents (0 without past).
+    up_projection = _row_time(pre, name="mla_context_up_projection")
+    prefill = (_row_time(pre, kind=ATTENTION) + up_projection - launch).reshape(new_mesh.shape)
     # Resample onto uniform grids (whole tokens and rows; fixed steps for contexts and pieces).
     whole = np.arange(int(np.ceil(t[-1])) + 1, dtype=np.float64)
     context_step = max(float(contexts[-1]) / CONTEXT_CELLS, 1.0)
@@ -285,6 +327,9 @@ def build_step_table(
         draft_passes=mtp_draft_passes if draft is not None else 0,
         eager_launch_s=eager_launch_s(model, parallelism, params),
         overhead_rows_s=tuple(_resample(t, overhead, whole).tolist()),
+        dp_ranks=parallelism.attention_dp,
+        rank_tokens_s=tuple(_resample(t, rank_body, whole).tolist()) if rank_body.size else (),
+        moe_tokens_s=tuple(_resample(t, moe_body, whole).tolist()) if moe_body.size else (),
     )
 
 
