@@ -12,6 +12,7 @@ from service.engine.kernels import (
     FloatArray,
     Hardware,
     ceil,
+    floor,
     is_scalar,
     log,
     maximum,
@@ -65,7 +66,10 @@ def serving_state(
       with the R decode tokens and with the other chunks that arrive in that step: one while
       fewer than one chunk arrives per step of a slot's cycle (R prompts of n chunks over
       n + S_out − 1 steps), else that rate. Each prompt adds ``prompt_s`` = n · (that step −
-      the decode-only step) / (chunks in the step) to the steps it runs in. Engines that run
+      the decode-only step) / (chunks in the step) to the steps it runs in. In the lockstep
+      part of the load (q / ½ of it, all of it offline) a wave's prompts arrive together and a
+      step packs as many chunks as ``prefill_chunk_tokens`` holds on each attention-DP rank
+      (at most R), so a prompt adds that step's increment / its chunks instead. Engines that run
       prompts in prefill-only batches and pause decoding meanwhile (SGLang's default) add about
       the same time. An engine that launches steps carrying prompt tokens outside CUDA graphs
       (TensorRT-LLM by default) makes such a step last at least the host's launch time,
@@ -108,11 +112,16 @@ def serving_state(
     per_step = maximum(running * chunks / (chunks + decode_steps), 1.0)
     shared = AttentionGroup.of(per_step, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
     steps = [("decode", [decode]), ("mixed", [decode, shared])]
-    # With attention DP a lone chunk runs whole on one rank while the others wait, but the
-    # prompts of a lockstep wave run side by side, one per rank (at most R at once).
-    dp_ranks = float(parallelism.attention_dp)
-    wave_chunks = maximum(minimum(running, dp_ranks), per_step)
-    if dp_ranks > 1:
+    share = LOCKSTEP_QUEUE_SHARE if offline else params.prefill_queue_share
+    # The lockstep part of the load (share ½ is all of it): a wave of prompts arrives at once,
+    # and the engine puts as many chunks in a step as its step budget holds (whole chunks of
+    # ``prefill_chunk_tokens``, on each attention-DP rank), at most the R prompts of the wave;
+    # with attention DP a lone chunk instead runs whole on one rank while the others wait.
+    in_waves = min(share / LOCKSTEP_QUEUE_SHARE, 1.0)
+    if in_waves > 0.0:
+        per_rank = maximum(floor(params.prefill_chunk_tokens / chunk_tokens), 1.0)
+        dp_ranks = float(parallelism.attention_dp)
+        wave_chunks = maximum(minimum(running, per_rank * dp_ranks), per_step)
         wave = AttentionGroup.of(wave_chunks, chunk_tokens, s_in * (chunks - 1) / (2 * chunks))
         steps.append(("wave", [decode, wave]))
     costs = step_costs(
@@ -128,11 +137,9 @@ def serving_state(
     decode_s = decode_only.point_time_s
     launch_s = eager_launch_s(model, parallelism, params)
     prompt_s = chunks * maximum(_launched_eagerly(mixed, launch_s) - decode_s, 0.0) / per_step
-    share = LOCKSTEP_QUEUE_SHARE if offline else params.prefill_queue_share
-    if dp_ranks > 1:
-        # The others' prompts cost a wave's share in the lockstep part of the load (share ½ is
-        # all of it) and the lone chunk's time otherwise; without attention DP both are equal.
-        in_waves = min(share / LOCKSTEP_QUEUE_SHARE, 1.0)
+    if in_waves > 0.0:
+        # What a prompt adds to the steps it runs in: its share of a wave's step in the
+        # lockstep part of the load, a chunk's spread over arriving chunks otherwise.
         wave_s = _launched_eagerly(costs[2], launch_s)
         wave_prompt_s = chunks * maximum(wave_s - decode_s, 0.0) / wave_chunks
         prompt_s = in_waves * wave_prompt_s + (1.0 - in_waves) * prompt_s

@@ -55,16 +55,19 @@ def test_a_lone_client_decodes_at_the_decode_step(
 def test_prompts_move_between_ttft_and_the_decode_window(
     llama8b: ModelShape, h100: Accelerator, s_in: int, s_out: int
 ) -> None:
-    spread = _state(llama8b, h100, s_in, s_out)
-    waves = _state(llama8b, h100, s_in, s_out, DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5))
-    gained = waves.ttft_s - spread.ttft_s
-    lost = (s_out - 1) * (spread.tpot_s - waves.tpot_s)
+    """Lockstep waves (share ½ and above: a prompt costs its share of a wave's step) with half
+    of the other prompts ahead, and with all of them ahead."""
+    half = _state(llama8b, h100, s_in, s_out, DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5))
+    whole = _state(llama8b, h100, s_in, s_out, DEFAULT_EFFICIENCY.replace(prefill_queue_share=1.0))
+    np.testing.assert_allclose(whole.prompt_s, half.prompt_s, rtol=1e-12)
+    gained = whole.ttft_s - half.ttft_s
+    lost = (s_out - 1) * (half.tpot_s - whole.tpot_s)
     np.testing.assert_allclose(gained, lost, rtol=1e-9, atol=1e-12)
-    # half of the other R − 1 prompts change sides
-    np.testing.assert_allclose(gained, 0.5 * (CONCURRENCY - 1) * spread.prompt_s, rtol=1e-9)
+    # the other half of the other R − 1 prompts change sides
+    np.testing.assert_allclose(gained, 0.5 * (CONCURRENCY - 1) * half.prompt_s, rtol=1e-9)
     # every slot still prefills R prompts per cycle: the cycle and the throughput do not move
-    np.testing.assert_allclose(waves.e2e_s, spread.e2e_s, rtol=1e-12)
-    np.testing.assert_allclose(waves.requests_per_s, spread.requests_per_s, rtol=1e-12)
+    np.testing.assert_allclose(whole.e2e_s, half.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(whole.requests_per_s, half.requests_per_s, rtol=1e-12)
 
 
 def test_prompts_ahead_per_ln_running_move_from_the_decode_window(
@@ -83,7 +86,8 @@ def test_prompts_ahead_per_ln_running_move_from_the_decode_window(
     every = DEFAULT_EFFICIENCY.replace(prefill_queue_share=1.0, prefill_queue_ln_prompts=1.0)
     capped = _state(llama8b, h100, 1024, 256, every)
     np.testing.assert_allclose(capped.tpot_s, capped.decode_only.time_s, rtol=1e-12)
-    np.testing.assert_allclose(capped.e2e_s, spread.e2e_s, rtol=1e-12)
+    all_ahead = _state(llama8b, h100, 1024, 256, every.replace(prefill_queue_ln_prompts=0.0))
+    np.testing.assert_allclose(capped.e2e_s, all_ahead.e2e_s, rtol=1e-12)
 
 
 def test_the_prefill_in_a_decode_window_does_not_depend_on_the_answer_length(
@@ -191,8 +195,8 @@ def test_attention_dp_runs_a_lone_prompt_on_one_rank_and_a_wave_side_by_side(
     """DeepSeek-V3 fp8 on 8 H200s, attention_dp 8 × ep 8, 16 clients of 1,024-token prompts
     (one chunk each). Spread arrivals (share 0): another client's prompt shares a step with no
     other prompt and runs whole on one rank, so it costs the step it adds to the decode step
-    (decode + 1 chunk). A lockstep wave (share ½): 8 prompts run at once, one per rank, each
-    costing an eighth of the step they add (decode + 8 chunks)."""
+    (decode + 1 chunk). A lockstep wave (share ½): the 16 prompts run at once, 2 per rank
+    (each rank's 8,192-token step budget holds 8), each costing a 16th of the step they add."""
     fp8 = Precision(weights="fp8", activations="fp8")
     layout = Parallelism(tp=1, attention_dp=8, ep=8)
     params = DEFAULT_EFFICIENCY.replace(prefill_queue_share=share)
@@ -200,7 +204,7 @@ def test_attention_dp_runs_a_lone_prompt_on_one_rank_and_a_wave_side_by_side(
         dsv3, h200, concurrency=np.array([16.0]), max_running=0.0, input_tokens=1024.0,
         output_tokens=512.0, precision=fp8, parallelism=layout, params=params,
     )  # fmt: skip
-    side_by_side = 8.0 if wave else 1.0
+    side_by_side = 16.0 if wave else 1.0
     decode = AttentionGroup.of(16.0, 1.0, 1024.0 + 256.0)
     prompts = AttentionGroup.of(side_by_side, 1024.0, 0.0)
     decode_only, with_prompts = step_costs(
@@ -208,4 +212,26 @@ def test_attention_dp_runs_a_lone_prompt_on_one_rank_and_a_wave_side_by_side(
         steps=[("decode", [decode]), ("mixed", [decode, prompts])],
     )  # fmt: skip
     by_hand = (with_prompts.time_s - decode_only.time_s) / side_by_side
+    assert state.prompt_s == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize(("clients", "together"), [(4.0, 4.0), (32.0, 8.0)])
+def test_a_lockstep_wave_fills_the_step_budget(
+    llama8b: ModelShape, h100: Accelerator, clients: float, together: float
+) -> None:
+    """Llama-3.1-8B, 1,024-token prompts, share ½ (lockstep waves): a wave's prompts run as
+    many to a step as the 8,192-token step budget holds (8), at most the wave's R, and each
+    costs its share of what they add to the decode step."""
+    params = DEFAULT_EFFICIENCY.replace(prefill_queue_share=0.5)
+    state = serving_state(
+        llama8b, h100, concurrency=np.array([clients]), max_running=0.0, input_tokens=1024.0,
+        output_tokens=256.0, precision=Precision(), parallelism=Parallelism(), params=params,
+    )  # fmt: skip
+    decode = AttentionGroup.of(clients, 1.0, 1024.0 + 128.0)
+    prompts = AttentionGroup.of(together, 1024.0, 0.0)
+    decode_only, with_prompts = step_costs(
+        llama8b, h100, precision=Precision(), parallelism=Parallelism(), params=params,
+        points=1, steps=[("decode", [decode]), ("wave", [decode, prompts])],
+    )  # fmt: skip
+    by_hand = (with_prompts.time_s - decode_only.time_s) / together
     assert state.prompt_s == pytest.approx(by_hand, rel=1e-9)

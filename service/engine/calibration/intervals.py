@@ -159,7 +159,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "mode": _spread(0.0),
         "concurrency_above": _spread(0.085, per_doubling=True),
         "concurrency_below": _spread(0.0, per_doubling=True),
-        "gpus_above": _spread(0.021, per_doubling=True),
+        "gpus_above": _spread(0.0, per_doubling=True),
         "gpus_below": _spread(0.129, per_doubling=True),
     },
     "serving.ttft_ms": {
