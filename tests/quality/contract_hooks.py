@@ -108,6 +108,10 @@ def fix_model_shape(body: JsonDict) -> None:
         body["first_dense_layers"] = min(_int(body.get("first_dense_layers"), 0), ffn_layers - 1)
     sliding = min(_int(body.get("num_sliding_layers"), 0), attention_layers)
     body["num_sliding_layers"] = sliding
+    # Only an MoE checkpoint quantizes its experts alone (the POST schema's if/then; a merge
+    # patch may set it, or num_experts 0, on its own).
+    if not experts and body.get("native_quantized_layers") == "experts":
+        body["native_quantized_layers"] = "all"
 
 
 _SHAPE_KEYS = frozenset(ModelShape.__dataclass_fields__) - {"id", "name"}
