@@ -16,6 +16,7 @@ from service.engine.calibration.measurements import (
     MeasurementError,
     ServingMeasurement,
     StaticMeasurement,
+    validate,
 )
 from service.engine.calibration.parsers import (
     model_id_from_name,
@@ -372,3 +373,22 @@ def test_fp4_gemm_labels_run_weight_only_without_fp4_tensor_cores(h100: Accelera
     assert [m.activations_dtype for m in moved] == ["bf16", "bf16", "fp8"]
     with_fp4 = replace(h100, peak_tflops={**h100.peak_tflops, "fp4": 3958.0})
     assert weight_only_where_unsupported(served, with_fp4) == (served, 0)
+
+
+def test_whole_numbers_are_read_exactly_however_large() -> None:
+    """An attention row's head counts past 2**53 (schema-valid JSON integers): read as floats
+    they rounded, and 17 no longer divided 9,999,999,999,999,999 = 17 · 588,235,294,117,647."""
+    row = {
+        "kind": "attention", "phase": "decode", "batch_size": 1, "context_tokens": 128,
+        "num_heads": 9_999_999_999_999_999, "num_kv_heads": 17, "head_dim": 128,
+        "latency_ms": 1.0,
+    }  # fmt: skip
+    (attention,) = parse_measurement_dicts([row]).measurements
+    assert isinstance(attention, AttentionMeasurement)
+    assert (attention.num_heads, attention.num_kv_heads) == (9_999_999_999_999_999, 17)
+    validate(attention, row=1)
+    # Decimal spellings of whole numbers still read (a CSV may write 64.0).
+    (again,) = parse_measurement_dicts(
+        [{**row, "num_heads": 64.0, "num_kv_heads": "8"}]
+    ).measurements
+    assert isinstance(again, AttentionMeasurement) and again.num_heads == 64

@@ -172,7 +172,8 @@ def fix_accelerator_patch(body: JsonDict) -> None:
     must be a valid POST /v1/accelerators body ... a measured_matmul_tflops for a dtype the
     stored peak_tflops lacks"): no peak is removed, a measured value comes with its peak, and a
     peak that changes drops the stored measurement of its dtype (which could exceed it), and so
-    does a new memory bandwidth the stored measured one."""
+    does a new memory bandwidth the stored measured one; a measured bandwidth comes with a
+    sheet bandwidth (the stored one could be below it)."""
     peaks = body.get("peak_tflops")
     if isinstance(peaks, dict):
         for dtype in [d for d, v in peaks.items() if v is None]:
@@ -190,6 +191,9 @@ def fix_accelerator_patch(body: JsonDict) -> None:
         body["measured_matmul_tflops"] = dict.fromkeys(body["peak_tflops"])
     if "memory_bandwidth_gb_s" in body and "measured_memory_bandwidth_gb_s" not in body:
         body["measured_memory_bandwidth_gb_s"] = None  # the stored one could exceed it
+    measured_bandwidth = body.get("measured_memory_bandwidth_gb_s")
+    if isinstance(measured_bandwidth, int | float) and "memory_bandwidth_gb_s" not in body:
+        body["memory_bandwidth_gb_s"] = measured_bandwidth  # the stored one could be below it
     fix_measured_bandwidth(body)
     fix_interconnect(body)
 

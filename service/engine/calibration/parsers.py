@@ -149,6 +149,9 @@ def normalize_dtype(value: str, *, row: int | None, field: str) -> str:
     return DTYPE_ALIASES[key]
 
 
+_WHOLE_NUMBER = re.compile(r"[+-]?\d+")
+
+
 class _Row:
     """Typed accessors over one CSV row that raise MeasurementError naming row and field."""
 
@@ -179,6 +182,9 @@ class _Row:
         return value
 
     def integer(self, field: str, default: int | None = None) -> int:
+        raw = (self.cells.get(field) or "").strip()
+        if _WHOLE_NUMBER.fullmatch(raw):
+            return int(raw)  # exactly, however large (a float rounds past 2**53)
         value = self.number(field, None if default is None else float(default))
         if value != int(value):
             raise MeasurementError(self.index, field, f"must be a whole number, got {value}")
