@@ -17,9 +17,22 @@ from fastapi.testclient import TestClient
 from service.api.routers import calibrations as calibration_routes
 from service.api.schemas.analysis import EstimateResponse
 from service.api.schemas.calibrations import CalibrationProfileOut
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
 from service.client.measurement_files import read_measurement_file
+from service.db.calibration_repository import CalibrationRepository
+from service.db.session import make_engine, make_session_factory, session_scope
+from service.engine.calibration.fit import CalibrationResult
+from service.engine.efficiency import EfficiencyParams
+from service.engine.estimate import estimate as engine_estimate
+from service.engine.precision import Precision
 from service.services.calibration import CalibrationService
 from service.services.efficiency_lookup import INTERVAL_FIELDS
+from service.settings import Settings
 
 DATA = Path(__file__).parents[1] / "data" / "benchmarks"
 GEMM = DATA / "h100_gemm_subset.csv"
@@ -629,7 +642,7 @@ def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
 
 
 def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
-    client: TestClient, serving_profile: dict[str, Any]
+    client: TestClient, serving_profile: dict[str, Any], settings: Settings
 ) -> None:
     """A profile fitted on closed-loop runs carries the harness's admission wait and queue
     share; an offline question (requests queued at once) is answered without them."""
@@ -640,9 +653,37 @@ def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
     offline = estimate(client, precision=fp8, batch_sizes=[16], load_pattern="offline")
     assert closed["load_pattern"] == "closed_loop" and offline["load_pattern"] == "offline"
     (c,), (o,) = closed["points"], offline["points"]
-    # fewer than the running limit: no queue, so TTFT differs only by the harness terms
-    assert o["queue_wait_ms"] == 0 and c["queue_wait_ms"] == 0
-    assert o["ttft_ms"] < c["ttft_ms"]
+    assert o["queue_wait_ms"] == 0 and c["queue_wait_ms"] == 0  # fewer than the running limit
+    # The engine with the profile's parameters gives both answers, and the offline one stays
+    # the same whatever the harness terms are.
+    database = make_engine(settings.database_url)
+    try:
+        with session_scope(make_session_factory(database)) as session:
+            row = CalibrationRepository(session).get(serving_profile["id"])
+            assert row is not None
+            result = CalibrationResult.from_dict(row.result)
+    finally:
+        database.dispose()
+    params = result.params_for(gpus=1, backend="trtllm", mode="serving", model_kind="dense")
+    records = {str(r["id"]): r for r in load_model_records()}
+    qwen = model_from_record(records["qwen3-32b"])
+    h100 = next(
+        accelerator_from_record(r) for r in load_accelerator_records() if r["id"] == "h100-sxm"
+    )
+    engine_fp8 = Precision(weights="fp8", activations="fp8", kv_cache="bf16")
+
+    def engine_ttft_ms(load_pattern: str, terms: EfficiencyParams) -> float:
+        answer = engine_estimate(
+            qwen, h100, precision=engine_fp8, input_tokens=1024, output_tokens=128,
+            batch_sizes=[16], mode="serving", params=terms, load_pattern=load_pattern,
+        )  # fmt: skip
+        return float(answer.ttft_ms[0])
+
+    assert engine_ttft_ms("closed_loop", params) == pytest.approx(c["ttft_ms"], rel=1e-6)
+    assert engine_ttft_ms("offline", params) == pytest.approx(o["ttft_ms"], rel=1e-6)
+    other = params.replace(admission_wait_steps=40.0, prefill_queue_ln_prompts=1.0)
+    assert engine_ttft_ms("closed_loop", other) > 1.5 * c["ttft_ms"]
+    assert engine_ttft_ms("offline", other) == pytest.approx(o["ttft_ms"], rel=1e-12)
     bad = client.post(
         "/v1/estimates",
         json={"model": "qwen3-32b", "accelerator": "h100-sxm", "input_tokens": 8,
