@@ -11,7 +11,7 @@ from service.catalog_files import (
     load_model_records,
     model_from_record,
 )
-from service.engine.calibration.fit import weight_only_where_unsupported
+from service.engine.calibration.fit import compute_dtypes_on
 from service.engine.calibration.measurements import (
     Measurement,
     ServingMeasurement,
@@ -85,7 +85,7 @@ SERVING_FILES = ("serving_qwen3_32b.csv", "serving_llama31_8b.csv", "serving_gpt
 # The source labels gpt-oss-120b's GEMM mode ``nvfp4``, but the checkpoint's expert weights are
 # MXFP4 and H100 has no fp4 tensor cores: the experts run weight-only (4-bit weights dequantised
 # into bf16 GEMMs; benchmarks/data/README.md). The fit reads such runs that way on any
-# accelerator without an fp4 peak (``fit.weight_only_where_unsupported``); so does this loader.
+# accelerator without an fp4 peak (``fit.compute_dtypes_on``); so does this loader.
 
 
 def serving_runs(
@@ -100,5 +100,5 @@ def serving_runs(
             for m in parsed.measurements
             if isinstance(m, ServingMeasurement)
         ]
-    runs, _ = weight_only_where_unsupported(out, accelerators()["h100-sxm"])
+    runs, _ = compute_dtypes_on(out, accelerators()["h100-sxm"])
     return [r for r in runs if isinstance(r, ServingMeasurement)]

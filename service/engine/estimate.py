@@ -93,6 +93,17 @@ class EstimateResult:
     energy_per_token_j: FloatArray
 
 
+def _resolved_for_all(
+    precision: Precision, model: ModelShape, accelerators: Sequence[Accelerator]
+) -> Precision:
+    """The precision every stacked member runs (``Precision.resolved``); members whose
+    accelerators would resolve it differently cannot share one pass."""
+    resolved = {precision.resolved(model.native_weights_dtype, acc) for acc in accelerators}
+    if len(resolved) > 1:
+        raise EngineError("stacked members' accelerators resolve the precision differently")
+    return resolved.pop()
+
+
 def _check_shared(
     model: ModelShape,
     precision: Precision,
@@ -377,7 +388,7 @@ def estimate(
     fit is reported with ``fits`` False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
-    precision = precision.resolved(model.native_weights_dtype)
+    precision = precision.resolved(model.native_weights_dtype, accelerator)
     _check_shared(model, precision, parallelism, mode, load_pattern)
     params = _for_load(params, load_pattern)
     _check_member(model, accelerator, precision, input_tokens, output_tokens, batches)
@@ -488,7 +499,7 @@ def estimate_stacked(
         raise EngineError("every member needs an accelerator, lengths, batch sizes and a price")
     if members == 0:
         return []
-    precision = precision.resolved(model.native_weights_dtype)
+    precision = _resolved_for_all(precision, model, accelerators)
     _check_shared(model, precision, parallelism, mode, load_pattern)
     params = _for_load(params, load_pattern)
     if member_params is not None:

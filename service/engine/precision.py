@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from service.engine.errors import UnsupportedDtypeError
-from service.engine.hardware import DTYPE_BYTES, DTYPES
+from service.engine.hardware import DTYPE_BYTES, DTYPES, Accelerator
 
 # Weights dtype meaning "the model's shipped format" (``ModelShape.native_weights_dtype``).
 NATIVE = "native"
 WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
 # Activation dtypes a GEMM can take as input (int4 activations are not a serving format).
 ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# Activations dtype meaning "what serving engines run these weights with on this accelerator"
+# (``default_activations``), resolved with the weights by ``Precision.resolved``.
+AUTO_ACTIVATIONS = "auto"
 # SSM-state dtype meaning "the model dtype" (vLLM's default for --mamba-ssm-cache-dtype).
 AUTO = "auto"
 # Dtypes the recurrent SSM state of Mamba2 layers may be kept in: vLLM's MambaDType
@@ -54,11 +57,16 @@ class Precision:
     kv_cache: str = "bf16"
     ssm_state: str = AUTO
 
-    def resolved(self, native_weights_dtype: str) -> Precision:
-        """Return this precision with ``weights="native"`` replaced by the model's dtype."""
-        if self.weights != NATIVE:
-            return self
-        return replace(self, weights=native_weights_dtype)
+    def resolved(self, native_weights_dtype: str, accelerator: Accelerator) -> Precision:
+        """Return this precision with ``weights="native"`` replaced by the model's dtype and
+        ``activations="auto"`` by what engines run those weights with on ``accelerator``."""
+        weights = native_weights_dtype if self.weights == NATIVE else self.weights
+        activations = (
+            default_activations(weights, accelerator)
+            if self.activations == AUTO_ACTIVATIONS
+            else self.activations
+        )
+        return replace(self, weights=weights, activations=activations)
 
     @property
     def weights_source(self) -> str:
@@ -129,6 +137,24 @@ class Precision:
     def communication_bytes_per_element(self) -> float:
         """Return bytes per element of TP all-reduces (at least 16-bit: reductions are not fp8)."""
         return max(DTYPE_BYTES[self.activations], 2.0)
+
+
+def default_activations(weights: str, accelerator: Accelerator) -> str:
+    """Activations dtype engines pair with ``weights`` on ``accelerator``.
+
+    fp8 weights compute in fp8 where the accelerator has an fp8 tensor-core peak: vLLM, SGLang
+    and TensorRT-LLM run fp8 checkpoints as W8A8 (dynamic or static activation scales) on
+    Ada, Hopper and Blackwell, and as weight-only kernels (vLLM's Marlin) on older parts.
+    Other weights keep 16-bit activations (weight-only int8/int4/fp4 checkpoints such as GPTQ,
+    AWQ and gpt-oss's MXFP4 on Hopper; W8A8 int8 and W4A4 fp4 must be asked for), in bf16, or
+    fp16 on parts without a bf16 peak (V100).
+    """
+    if weights == "fp8" and accelerator.peak_tflops.get("fp8"):
+        return "fp8"
+    try:
+        return accelerator.sixteen_bit_dtype()
+    except UnsupportedDtypeError:
+        return "bf16"  # the check that the part has a peak for the compute dtype names the gap
 
 
 BF16 = Precision()

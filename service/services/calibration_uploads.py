@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.calibration.end_to_end import precision_of
-from service.engine.calibration.fit import weight_only_where_unsupported
+from service.engine.calibration.fit import compute_dtypes_on
 from service.engine.calibration.harness_results import (
     HARNESS_FORMAT_NAMES as HARNESS_FORMAT_NAMES,  # re-exported for the API layer
 )
@@ -363,9 +363,9 @@ def check_against_catalog(
         except EngineError as exc:
             field, where = _where(upload, index, "parallelism")
             raise FieldError(field, f"{where}: {exc}") from exc
-        # an fp4 label on an accelerator without fp4 tensor cores is read as the fit reads it:
-        # 4-bit weights dequantised into bf16 GEMMs (fit.weight_only_where_unsupported)
-        (run,), _ = weight_only_where_unsupported([m], accelerator)
+        # dtypes are read as the fit reads them on this accelerator (fit.compute_dtypes_on): an
+        # fp4 label without fp4 tensor cores as bf16 GEMMs, unnamed activations of fp8 weights
+        (run,), _ = compute_dtypes_on([m], accelerator)
         precision = precision_of(run)
         try:
             precision.validate()

@@ -358,6 +358,28 @@ def test_wide_ep_without_attention_dp_is_a_422_naming_ep(client: TestClient) -> 
     assert "tp × attention_dp = 8" in error["message"]
 
 
+def test_auto_activations_run_fp8_weights_as_engines_do(client: TestClient) -> None:
+    """fp8 weights with the default activations are W8A8 on an H100 (the answer says so, and
+    equals asking for fp8 activations) and weight-only on an A100, which has no fp8 peak;
+    asking for bf16 activations keeps weight-only fp8 on the H100, whose prompts then take
+    longer (bf16 GEMMs at half the fp8 peak)."""
+    ask = {"model": "llama-3.1-70b", "parallelism": {"tp": 4}, "batch_sizes": [1, 64]}
+    auto = post(client, **ask, precision={"weights": "fp8"})
+    assert auto["precision"]["activations"] == "fp8"
+    assert auto["compute_dtype"] == "fp8"
+    w8a8 = post(client, **ask, precision={"weights": "fp8", "activations": "fp8"})
+    assert auto["points"] == w8a8["points"]
+    w8a16 = post(client, **ask, precision={"weights": "fp8", "activations": "bf16"})
+    assert w8a16["precision"]["activations"] == "bf16"
+    assert all(
+        slow["ttft_ms"] > fast["ttft_ms"]
+        for slow, fast in zip(w8a16["points"], auto["points"], strict=True)
+    )
+    ampere = post(client, **ask, accelerator="a100-sxm-80gb", precision={"weights": "fp8"})
+    assert ampere["precision"]["activations"] == "bf16"
+    assert ampere["compute_dtype"] == "bf16"
+
+
 def test_an_answers_precision_and_layout_can_be_sent_back(client: TestClient) -> None:
     first = post(client, model="deepseek-v3", accelerator="h200-sxm", parallelism={"tp": 8})
     again = post(

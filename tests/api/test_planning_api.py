@@ -237,6 +237,50 @@ def test_deepseek_v3_plan_searches_attention_dp_and_wide_ep(
     assert all("layout does not divide the model" in r["reason"] for r in skipped)
 
 
+def test_native_fp8_weights_with_auto_activations_are_one_w8a8_candidate(
+    client: TestClient,
+) -> None:
+    """DeepSeek-V3's shipped fp8 weights with the default (auto) activations run as W8A8 on an
+    H200, the same deployment as an explicit fp8/fp8 item: one candidate per layout, not two.
+    On an A100 (no fp8 peak) the native item is weight-only, bf16 GEMMs."""
+    body = plan_body(
+        models=["deepseek-v3"],
+        accelerators=["h200-sxm", "a100-sxm-80gb"],
+        precisions=[{}, {"weights": "fp8", "activations": "fp8"}],
+        max_gpus_per_replica=8,
+        tp=[8],
+        slo={"ttft_ms_max": 100_000, "tpot_ms_max": 10_000},
+        objective="max_throughput_per_gpu",
+        requests_per_s=None,
+        price_usd_per_hour={},
+    )
+    response = client.post("/v1/plans", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    outcomes = [
+        (
+            c["accelerator"],
+            c["parallelism"]["attention_dp"],
+            c["parallelism"]["ep"],
+            c["precision"]["activations"],
+        )
+        for c in answer["configurations"]
+    ] + [
+        (
+            r["accelerator"],
+            r["parallelism"]["attention_dp"],
+            r["parallelism"]["ep"],
+            r["precision"]["activations"],
+        )
+        for r in answer["rejected"]
+    ]
+    h200 = [o for o in outcomes if o[0] == "h200-sxm"]
+    assert h200 and all(o[3] == "fp8" for o in h200)
+    assert len(h200) == len(set(h200))
+    a100 = {o[3] for o in outcomes if o[0] == "a100-sxm-80gb"}
+    assert a100 == {"bf16", "fp8"}
+
+
 def test_plan_dp_is_a_floor_on_replicas(client: TestClient) -> None:
     # Without a rate a plan deploys dp replicas; with one, max(dp, what the rate needs).
     body = plan_body(requests_per_s=None, dp=3, objective="max_throughput_per_gpu")

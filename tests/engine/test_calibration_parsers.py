@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 from engine_refs import BENCHMARK_DATA
 
-from service.engine.calibration.fit import weight_only_where_unsupported
+from service.engine.calibration.end_to_end import precision_of
+from service.engine.calibration.fit import compute_dtypes_on
 from service.engine.calibration.measurements import (
     AttentionMeasurement,
     CollectiveMeasurement,
@@ -25,6 +26,7 @@ from service.engine.calibration.parsers import (
     parse_vllm_bench_json,
 )
 from service.engine.hardware import Accelerator
+from service.engine.precision import Precision
 
 DATA = BENCHMARK_DATA
 
@@ -368,11 +370,39 @@ def test_fp4_gemm_labels_run_weight_only_without_fp4_tensor_cores(h100: Accelera
         ("fp8", "fp8"),
     ]
     served = [m for m in runs if isinstance(m, ServingMeasurement)]
-    moved, count = weight_only_where_unsupported(served, h100)
+    moved, count = compute_dtypes_on(served, h100)
     assert count == 2
     assert [m.activations_dtype for m in moved] == ["bf16", "bf16", "fp8"]
     with_fp4 = replace(h100, peak_tflops={**h100.peak_tflops, "fp4": 3958.0})
-    assert weight_only_where_unsupported(served, with_fp4) == (served, 0)
+    assert compute_dtypes_on(served, with_fp4) == (served, 0)
+
+
+def test_fp8_runs_without_activations_are_read_as_engines_run_them(h100: Accelerator) -> None:
+    """fp8 weights that do not name their activations are W8A8 on a part with an fp8 peak
+    (and then keep an fp8 KV cache unless they say otherwise) and weight-only on one without,
+    as an estimate asking for fp8 weights with ``activations="auto"`` is."""
+    header = (
+        "gpu,backend,model,precision,gemm_quant_mode,isl,osl,concurrency,tp,pp,ttft_ms,tpot_ms\n"
+    )
+    rows = [
+        "H100 SXM 80GB,vllm,Qwen/Qwen3-32B,fp8,,1024,128,8,2,1,120.0,6.0",
+        "H100 SXM 80GB,vllm,Qwen/Qwen3-32B,fp8,bf16,1024,128,8,2,1,120.0,6.0",
+        "H100 SXM 80GB,vllm,Qwen/Qwen3-32B,bf16,,1024,128,8,2,1,120.0,6.0",
+    ]
+    served = [
+        m
+        for m in parse_csv(header + "\n".join(rows)).measurements
+        if isinstance(m, ServingMeasurement)
+    ]
+    on_h100, _ = compute_dtypes_on(served, h100)
+    assert [precision_of(r) for r in on_h100] == [
+        Precision(weights="fp8", activations="fp8", kv_cache="fp8"),
+        Precision(weights="fp8", activations="bf16", kv_cache="bf16"),
+        Precision(weights="bf16", activations="bf16", kv_cache="bf16"),
+    ]
+    without_fp8 = {k: v for k, v in h100.peak_tflops.items() if k != "fp8"}
+    on_ampere, _ = compute_dtypes_on(served, replace(h100, peak_tflops=without_fp8))
+    assert [precision_of(r).compute_dtype for r in on_ampere] == ["bf16", "bf16", "bf16"]
 
 
 def test_whole_numbers_are_read_exactly_however_large() -> None:

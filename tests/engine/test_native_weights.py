@@ -14,12 +14,12 @@ from service.catalog_files import (
     load_model_records,
     model_from_record,
 )
-from service.engine.errors import InvalidShapeError
+from service.engine.errors import InvalidShapeError, UnsupportedDtypeError
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.parallel import Parallelism
-from service.engine.precision import NATIVE, Precision
+from service.engine.precision import AUTO_ACTIVATIONS, NATIVE, Precision
 from service.engine.roofline import analyze_intensity
 from service.engine.shapes import ModelShape
 
@@ -91,12 +91,50 @@ def test_gpt_oss_120b_mxfp4_fits_one_h100(
     assert fp8.weights_gb[0] == pytest.approx((115.66e9 * 1.0 + 1.171e9 * 2) / 1e9, rel=0.005)
 
 
-def test_native_resolves_to_bf16_for_a_bf16_model(models: dict[str, ModelShape]) -> None:
-    llama = models["llama-3.1-8b"]
-    assert NATIVE_PRECISION.resolved(llama.native_weights_dtype) == Precision()
+def test_native_resolves_to_bf16_for_a_bf16_model(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    llama, h100 = models["llama-3.1-8b"], accelerators["h100-sxm"]
+    assert NATIVE_PRECISION.resolved(llama.native_weights_dtype, h100) == Precision()
     assert NATIVE_PRECISION.weights_source == "native"
-    assert Precision(weights="fp8").resolved("bf16").weights == "fp8"
+    assert Precision(weights="fp8").resolved("bf16", h100).weights == "fp8"
     assert Precision(weights="fp8").weights_source == "request"
+
+
+@pytest.mark.parametrize(
+    ("weights", "accelerator", "activations"),
+    [
+        ("fp8", "h100-sxm", "fp8"),  # W8A8, as engines run fp8 checkpoints on Hopper
+        ("fp8", "l40s", "fp8"),  # Ada has fp8 tensor cores too
+        ("fp8", "a100-sxm-80gb", "bf16"),  # no fp8 peak: weight-only (Marlin)
+        ("native", "h200-sxm", "fp8"),  # DeepSeek-V3's shipped fp8
+        ("int8", "h100-sxm", "bf16"),  # GPTQ-style weight-only unless W8A8 is asked for
+        ("int4", "h100-sxm", "bf16"),
+        ("fp4", "b200", "bf16"),  # W4A4 must be asked for
+        ("bf16", "h100-sxm", "bf16"),
+        ("fp16", "v100-sxm2-32gb", "fp16"),  # no bf16 peak
+    ],
+)
+def test_auto_activations_follow_what_engines_run(
+    models: dict[str, ModelShape],
+    accelerators: dict[str, Accelerator],
+    weights: str,
+    accelerator: str,
+    activations: str,
+) -> None:
+    """``activations="auto"`` (the API's default) resolves with the weights and the part;
+    an explicit activations dtype is kept."""
+    ds = models["deepseek-v3"]
+    acc = accelerators[accelerator]
+    asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS)
+    assert asked.resolved(ds.native_weights_dtype, acc).activations == activations
+    explicit = Precision(weights=weights, activations="bf16")
+    assert explicit.resolved(ds.native_weights_dtype, acc).activations == "bf16"
+
+
+def test_auto_activations_must_be_resolved_before_use() -> None:
+    with pytest.raises(UnsupportedDtypeError, match="activations dtype 'auto'"):
+        Precision(activations=AUTO_ACTIVATIONS).validate()
 
 
 def test_gpt_oss_checkpoint_streams_attention_weights_in_bf16(

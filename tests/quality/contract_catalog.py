@@ -9,7 +9,13 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from service.catalog_files import load_accelerator_records, load_model_records, model_from_record
+from service.catalog_files import (
+    accelerator_from_record,
+    load_accelerator_records,
+    load_model_records,
+    model_from_record,
+)
+from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
 JsonDict = dict[str, Any]
@@ -17,6 +23,9 @@ JsonDict = dict[str, Any]
 _MODEL_RECORDS = {str(r["id"]): r for r in load_model_records()}
 _ACCELERATOR_RECORDS = {str(r["id"]): r for r in load_accelerator_records()}
 _SHAPES = {model_id: model_from_record(r) for model_id, r in _MODEL_RECORDS.items()}
+_ACCELERATORS: dict[str, Accelerator] = {
+    acc_id: accelerator_from_record(r) for acc_id, r in _ACCELERATOR_RECORDS.items()
+}
 _PEAKS = {
     acc_id: {str(k) for k in r["peak_tflops"]}  # type: ignore[attr-defined]
     for acc_id, r in _ACCELERATOR_RECORDS.items()

@@ -30,6 +30,7 @@ from schemathesis import GenerationMode
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from contract_catalog import (
+    _ACCELERATORS,
     _PEAKS,
     _SHAPES,
     PATCHED_ACCELERATORS,
@@ -223,9 +224,9 @@ def fix_precision(shape: ModelShape, precision: JsonDict, accelerator: str) -> N
     fallback = "bf16" if "bf16" in peaks else "fp16"
     weights = precision.get("weights", "native")
     resolved = shape.native_weights_dtype if weights in ("native", None) else weights
-    activations = precision.get("activations", "bf16")
-    p = Precision(weights=resolved, activations=activations)
-    needed = {p.compute_dtype, activations if activations in WIDE_DTYPES else "bf16"}
+    asked = Precision(weights=resolved, activations=precision.get("activations", "auto"))
+    p = asked.resolved(shape.native_weights_dtype, _ACCELERATORS[accelerator])
+    needed = {p.compute_dtype, p.activations if p.activations in WIDE_DTYPES else "bf16"}
     if not needed <= peaks:
         precision["weights"] = fallback
         precision["activations"] = fallback
@@ -262,12 +263,12 @@ def fix_chart_query(query: JsonDict, *, sweep: bool) -> None:
     query["accelerator"] = _pick(READ_ACCELERATORS, query.get("accelerator"))
     precision = {
         "weights": query.get("weights", "bf16"),
-        "activations": query.get("activations", "bf16"),
+        "activations": query.get("activations", "auto"),
     }
     fix_precision(shape, precision, query["accelerator"])
     if "weights" in query or precision["weights"] != query.get("weights", "bf16"):
         query["weights"] = precision["weights"]
-    if "activations" in query or precision["activations"] != query.get("activations", "bf16"):
+    if "activations" in query or precision["activations"] != query.get("activations", "auto"):
         query["activations"] = precision["activations"]
     layout = {
         k: query[k] for k in ("tp", "pp", "ep", "attention_dp", "pp_virtual_stages") if k in query

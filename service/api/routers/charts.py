@@ -20,7 +20,7 @@ from service.api.schemas.analysis import (
     BACKEND_PATTERN,
     MAX_BATCH_SIZE,
     MAX_TOKENS,
-    ActivationDtype,
+    ActivationDtypeIn,
     SsmStateDtype,
 )
 from service.api.schemas.common import NO_NUL_PATTERN, Dtype
@@ -189,7 +189,7 @@ def roofline_chart_body(
         ),
     ] = 2048,
     weights: Dtype = "bf16",
-    activations: ActivationDtype = "bf16",
+    activations: ActivationDtypeIn = "auto",
     kv_cache: Dtype = "bf16",
     ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,
@@ -242,7 +242,7 @@ def sweep_chart_body(
         str, batch_sizes_query(MAX_SWEEP_POINTS, "1,2,4,8")
     ] = DEFAULT_SWEEP_BATCHES,
     weights: Dtype = "bf16",
-    activations: ActivationDtype = "bf16",
+    activations: ActivationDtypeIn = "auto",
     kv_cache: Dtype = "bf16",
     ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,
@@ -314,7 +314,7 @@ def traffic_chart_body(
         Query(gt=0, le=10, allow_inf_nan=False, description="Gamma arrivals (else Poisson)."),
     ] = None,
     weights: Dtype = "bf16",
-    activations: ActivationDtype = "bf16",
+    activations: ActivationDtypeIn = "auto",
     kv_cache: Dtype = "bf16",
     ssm_state: SsmStateQuery = "auto",
     tp: Degree = 1,

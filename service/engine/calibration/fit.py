@@ -74,6 +74,7 @@ from service.engine.efficiency import (
     dtype_group,
 )
 from service.engine.hardware import Accelerator
+from service.engine.precision import default_activations
 from service.engine.shapes import ModelShape
 
 KFOLDS = 5
@@ -486,21 +487,26 @@ SPEED_METRICS = ("serving.tpot_ms", "static.latency_ms")
 OUTLIER_ROUNDS = 3  # refit and screen again: a fit freed of gross outliers exposes the next
 
 
-def weight_only_where_unsupported(
+def compute_dtypes_on(
     runs: Sequence[StaticMeasurement | ServingMeasurement], accelerator: Accelerator
 ) -> tuple[list[StaticMeasurement | ServingMeasurement], int]:
-    """Runs with fp4 compute on an accelerator without an fp4 peak, as bf16-compute runs."""
-    if WEIGHT_ONLY_LABEL in accelerator.peak_tflops:
-        return list(runs), 0
+    """Runs with the activations engines run them with on ``accelerator``, and how many were
+    read as weight-only: fp4 compute on a part without an fp4 peak becomes bf16 compute, and
+    fp8 weights that do not name their activations take ``precision.default_activations``
+    (W8A8 where the part has an fp8 peak, as estimates asking ``activations="auto"`` do)."""
+    has_fp4 = WEIGHT_ONLY_LABEL in accelerator.peak_tflops
+    fp8_activations = default_activations("fp8", accelerator)
     out: list[StaticMeasurement | ServingMeasurement] = []
-    moved = 0
+    weight_only = 0
     for r in runs:
-        if r.activations_dtype == WEIGHT_ONLY_LABEL:
+        if r.activations_dtype == WEIGHT_ONLY_LABEL and not has_fp4:
             out.append(replace(r, activations_dtype="bf16"))
-            moved += 1
+            weight_only += 1
+        elif r.activations_dtype is None and r.weights_dtype == "fp8":
+            out.append(replace(r, activations_dtype=fp8_activations))
         else:
             out.append(r)
-    return out, moved
+    return out, weight_only
 
 
 def _outlier_warning(runs: Sequence[StaticMeasurement | ServingMeasurement]) -> str:
@@ -586,7 +592,7 @@ def fit(
             residuals[key] = r
 
     runs = [m for m in measurements if isinstance(m, StaticMeasurement | ServingMeasurement)]
-    runs, weight_only = weight_only_where_unsupported(runs, accelerator)
+    runs, weight_only = compute_dtypes_on(runs, accelerator)
     if weight_only:
         warnings.append(
             f"{weight_only} runs label {WEIGHT_ONLY_LABEL} compute, which this accelerator has "
