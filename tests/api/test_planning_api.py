@@ -208,23 +208,27 @@ def test_unknown_ids_are_404(client: TestClient, override: dict[str, Any]) -> No
     assert response.json()["status"] == 404
 
 
-@pytest.mark.parametrize(("accelerator", "gpus"), [("h200-sxm", 8), ("gb200", 72)])
-def test_deepseek_v3_plan_searches_attention_dp_and_wide_ep(
-    client: TestClient, accelerator: str, gpus: int
-) -> None:
+def _deepseek_plan(client: TestClient, **overrides: Any) -> dict[str, Any]:
+    """A throughput plan of DeepSeek-V3 at its native fp8 with loose targets."""
     body = plan_body(
         models=["deepseek-v3"],
-        accelerators=[accelerator],
         precisions=[{}],  # native: the fp8 checkpoint
-        max_gpus_per_replica=gpus,
         slo={"ttft_ms_max": 10_000, "tpot_ms_max": 200},
         objective="max_throughput_per_gpu",
         requests_per_s=None,
         price_usd_per_hour={},
     )
+    body.update(overrides)
     response = client.post("/v1/plans", json=body)
     assert response.status_code == 200, response.text
-    answer = response.json()
+    return dict(response.json())
+
+
+@pytest.mark.parametrize(("accelerator", "gpus"), [("h200-sxm", 8), ("gb200", 72)])
+def test_deepseek_v3_plan_searches_attention_dp_and_wide_ep(
+    client: TestClient, accelerator: str, gpus: int
+) -> None:
+    answer = _deepseek_plan(client, accelerators=[accelerator], max_gpus_per_replica=gpus)
     found = {
         (c["parallelism"]["tp"], c["parallelism"]["attention_dp"], c["parallelism"]["ep"])
         for c in answer["configurations"]
@@ -243,37 +247,18 @@ def test_native_fp8_weights_with_auto_activations_are_one_w8a8_candidate(
     """DeepSeek-V3's shipped fp8 weights with the default (auto) activations run as W8A8 on an
     H200, the same deployment as an explicit fp8/fp8 item: one candidate per layout, not two.
     On an A100 (no fp8 peak) the native item is weight-only, bf16 GEMMs."""
-    body = plan_body(
-        models=["deepseek-v3"],
+    answer = _deepseek_plan(
+        client,
         accelerators=["h200-sxm", "a100-sxm-80gb"],
         precisions=[{}, {"weights": "fp8", "activations": "fp8"}],
         max_gpus_per_replica=8,
         tp=[8],
-        slo={"ttft_ms_max": 100_000, "tpot_ms_max": 10_000},
-        objective="max_throughput_per_gpu",
-        requests_per_s=None,
-        price_usd_per_hour={},
     )
-    response = client.post("/v1/plans", json=body)
-    assert response.status_code == 200, response.text
-    answer = response.json()
     outcomes = [
-        (
-            c["accelerator"],
-            c["parallelism"]["attention_dp"],
-            c["parallelism"]["ep"],
-            c["precision"]["activations"],
-        )
-        for c in answer["configurations"]
-    ] + [
-        (
-            r["accelerator"],
-            r["parallelism"]["attention_dp"],
-            r["parallelism"]["ep"],
-            r["precision"]["activations"],
-        )
-        for r in answer["rejected"]
-    ]
+        (o["accelerator"], o["parallelism"]["attention_dp"], o["parallelism"]["ep"],
+         o["precision"]["activations"])
+        for o in (*answer["configurations"], *answer["rejected"])
+    ]  # fmt: skip
     h200 = [o for o in outcomes if o[0] == "h200-sxm"]
     assert h200 and all(o[3] == "fp8" for o in h200)
     assert len(h200) == len(set(h200))
