@@ -2313,9 +2313,10 @@ ISSUE_11_NOTES = (
     "leave-model-out TTFT 21.0 → 21.6%; concurrency ≥ 64 → ≤ 32 TPOT 4.1 → 3.6% (spec 3.3 → "
     "3.1%, still worse); the pooled gpus_above TPOT spread 0.021 → 0 (re-copied). Kept. "
     "(39) Activations left unnamed (`auto`, the API default since this revision) are fp8 "
-    "beside fp8 weights on a part with an fp8 peak, as the engines run fp8 checkpoints, and "
-    "calibration runs with fp8 weights and no activations are read the same way; every "
-    "shipped fp8 run names its GEMM mode (fp8), so no figure above moved (run once to check). "
+    "beside fp8 weights (and fp4 beside fp4) on a part with that peak, as the engines run fp8 "
+    "and NVFP4 checkpoints, and calibration runs with such weights and no activations are "
+    "read the same way; every shipped fp8 and fp4 run names its GEMM mode, so no figure "
+    "above moved (run once to check). "
     "Chosen from how the engines run such checkpoints, before any held-out number. "
     "Splits and the data were not changed after seeing results."
 )

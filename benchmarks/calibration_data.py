@@ -100,5 +100,5 @@ def serving_runs(
             for m in parsed.measurements
             if isinstance(m, ServingMeasurement)
         ]
-    runs, _ = compute_dtypes_on(out, accelerators()["h100-sxm"])
+    runs, _ = compute_dtypes_on(out, accelerators()["h100-sxm"], models()[0])
     return [r for r in runs if isinstance(r, ServingMeasurement)]

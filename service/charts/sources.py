@@ -82,8 +82,8 @@ def roofline_data(
     accelerator = analysis.catalog.accelerator(target.accelerator)
     operators: list[dict[str, Any]] = []
     ridge = math.nan
-    native = analysis.catalog.model_shape(target.model).native_weights_dtype
-    compute_dtype = target.precision.resolved(native, accelerator).compute_dtype
+    model = analysis.catalog.model_shape(target.model)
+    compute_dtype = target.precision.resolved(model, accelerator).compute_dtype
     for phase in phases:
         for batch in batch_sizes:
             table = analysis.intensity(

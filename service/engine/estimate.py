@@ -98,7 +98,7 @@ def _resolved_for_all(
 ) -> Precision:
     """The precision every stacked member runs (``Precision.resolved``); members whose
     accelerators would resolve it differently cannot share one pass."""
-    resolved = {precision.resolved(model.native_weights_dtype, acc) for acc in accelerators}
+    resolved = {precision.resolved(model, acc) for acc in accelerators}
     if len(resolved) > 1:
         raise EngineError("stacked members' accelerators resolve the precision differently")
     return resolved.pop()
@@ -388,7 +388,7 @@ def estimate(
     fit is reported with ``fits`` False, not raised.
     """
     batches = np.asarray(batch_sizes, dtype=np.float64)
-    precision = precision.resolved(model.native_weights_dtype, accelerator)
+    precision = precision.resolved(model, accelerator)
     _check_shared(model, precision, parallelism, mode, load_pattern)
     params = _for_load(params, load_pattern)
     _check_member(model, accelerator, precision, input_tokens, output_tokens, batches)

@@ -593,9 +593,7 @@ def plan(candidates: Sequence[Candidate], question: PlanQuestion) -> PlanResult:
     """
     question.validate()
     candidates = [
-        dataclasses.replace(
-            c, precision=c.precision.resolved(c.model.native_weights_dtype, c.accelerator)
-        )
+        dataclasses.replace(c, precision=c.precision.resolved(c.model, c.accelerator))
         for c in candidates
     ]
     prechecked = [_precheck(c, question) for c in candidates]

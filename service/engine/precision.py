@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, DTYPES, Accelerator
+
+if TYPE_CHECKING:
+    from service.engine.shapes import ModelShape
 
 # Weights dtype meaning "the model's shipped format" (``ModelShape.native_weights_dtype``).
 NATIVE = "native"
@@ -57,12 +61,12 @@ class Precision:
     kv_cache: str = "bf16"
     ssm_state: str = AUTO
 
-    def resolved(self, native_weights_dtype: str, accelerator: Accelerator) -> Precision:
+    def resolved(self, model: ModelShape, accelerator: Accelerator) -> Precision:
         """Return this precision with ``weights="native"`` replaced by the model's dtype and
         ``activations="auto"`` by what engines run those weights with on ``accelerator``."""
-        weights = native_weights_dtype if self.weights == NATIVE else self.weights
+        weights = model.native_weights_dtype if self.weights == NATIVE else self.weights
         activations = (
-            default_activations(weights, accelerator)
+            default_activations(weights, accelerator, model.quantizes_only_experts(weights))
             if self.activations == AUTO_ACTIVATIONS
             else self.activations
         )
@@ -139,18 +143,19 @@ class Precision:
         return max(DTYPE_BYTES[self.activations], 2.0)
 
 
-def default_activations(weights: str, accelerator: Accelerator) -> str:
+def default_activations(weights: str, accelerator: Accelerator, experts_only: bool) -> str:
     """Activations dtype engines pair with ``weights`` on ``accelerator``.
 
-    fp8 weights compute in fp8 where the accelerator has an fp8 tensor-core peak: vLLM, SGLang
-    and TensorRT-LLM run fp8 checkpoints as W8A8 (dynamic or static activation scales) on
-    Ada, Hopper and Blackwell, and as weight-only kernels (vLLM's Marlin) on older parts.
-    Other weights keep 16-bit activations (weight-only int8/int4/fp4 checkpoints such as GPTQ,
-    AWQ and gpt-oss's MXFP4 on Hopper; W8A8 int8 and W4A4 fp4 must be asked for), in bf16, or
+    8- and 4-bit float weights compute in their own dtype where the accelerator has a tensor-core
+    peak for it: vLLM, SGLang and TensorRT-LLM run fp8 checkpoints as W8A8 on Ada, Hopper and
+    Blackwell, and NVFP4 checkpoints as W4A4 on Blackwell; elsewhere they run them weight-only
+    (vLLM's Marlin kernels). A checkpoint that quantizes only its routed experts
+    (``experts_only``: gpt-oss's MXFP4) is run weight-only, as are int8 and int4 weights
+    (GPTQ, AWQ; W8A8 int8 must be asked for). Weight-only means 16-bit activations: bf16, or
     fp16 on parts without a bf16 peak (V100).
     """
-    if weights == "fp8" and accelerator.peak_tflops.get("fp8"):
-        return "fp8"
+    if weights in ("fp8", "fp4") and not experts_only and accelerator.peak_tflops.get(weights):
+        return weights
     try:
         return accelerator.sixteen_bit_dtype()
     except UnsupportedDtypeError:

@@ -158,7 +158,7 @@ def analyze_intensity(
     step after ``context_tokens`` cached tokens, for ``batch_size`` sequences.
     """
     model.validate()
-    precision = precision.resolved(model.native_weights_dtype, accelerator)
+    precision = precision.resolved(model, accelerator)
     precision.validate()
     parallelism.check_divides(model)
     if phase not in PHASES:

@@ -364,8 +364,8 @@ def check_against_catalog(
             field, where = _where(upload, index, "parallelism")
             raise FieldError(field, f"{where}: {exc}") from exc
         # dtypes are read as the fit reads them on this accelerator (fit.compute_dtypes_on): an
-        # fp4 label without fp4 tensor cores as bf16 GEMMs, unnamed activations of fp8 weights
-        (run,), _ = compute_dtypes_on([m], accelerator)
+        # fp4 label without fp4 tensor cores as bf16 GEMMs, unnamed activations of 8/4-bit floats
+        (run,), _ = compute_dtypes_on([m], accelerator, models)
         precision = precision_of(run)
         try:
             precision.validate()

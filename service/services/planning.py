@@ -280,7 +280,7 @@ def upper_bound(
         transferred=resolved.transferred,
         model=model,
         accelerator_id=accelerator.id,
-        weights_dtype=precision.resolved(model.native_weights_dtype, accelerator).weights,
+        weights_dtype=precision.resolved(model, accelerator).weights,
         backend=backend,
         mode=question.mode,
         input_tokens=float(question.input_tokens),
@@ -389,8 +389,7 @@ class PlanningService:
                 ):
                     # as the engine resolves them here: DeepSeek-V3's native fp8 weights with
                     # auto activations are the fp8/fp8 candidate on an fp8 part, one candidate
-                    native = model.native_weights_dtype
-                    asked = (p.resolved(native, acc) for p in spec.precisions)
+                    asked = (p.resolved(model, acc) for p in spec.precisions)
                     for precision in dict.fromkeys(asked):
                         candidates.append(
                             Candidate(

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from engine_refs import BENCHMARK_DATA
 
+from service.catalog_files import load_model_records, model_from_record
 from service.engine.calibration.end_to_end import precision_of
 from service.engine.calibration.fit import compute_dtypes_on
 from service.engine.calibration.measurements import (
@@ -29,6 +30,12 @@ from service.engine.hardware import Accelerator
 from service.engine.precision import Precision
 
 DATA = BENCHMARK_DATA
+# Catalog shapes under the ids the parser gives the rows below (model_id_from_name).
+CATALOG_MODELS = {
+    model_id_from_name(str(r["hf_repo"])): model_from_record(r)
+    for r in load_model_records()
+    if r.get("hf_repo")
+}
 
 
 def _read(name: str) -> str:
@@ -370,11 +377,11 @@ def test_fp4_gemm_labels_run_weight_only_without_fp4_tensor_cores(h100: Accelera
         ("fp8", "fp8"),
     ]
     served = [m for m in runs if isinstance(m, ServingMeasurement)]
-    moved, count = compute_dtypes_on(served, h100)
+    moved, count = compute_dtypes_on(served, h100, CATALOG_MODELS)
     assert count == 2
     assert [m.activations_dtype for m in moved] == ["bf16", "bf16", "fp8"]
     with_fp4 = replace(h100, peak_tflops={**h100.peak_tflops, "fp4": 3958.0})
-    assert compute_dtypes_on(served, with_fp4) == (served, 0)
+    assert compute_dtypes_on(served, with_fp4, CATALOG_MODELS) == (served, 0)
 
 
 def test_fp8_runs_without_activations_are_read_as_engines_run_them(h100: Accelerator) -> None:
@@ -394,15 +401,29 @@ def test_fp8_runs_without_activations_are_read_as_engines_run_them(h100: Acceler
         for m in parse_csv(header + "\n".join(rows)).measurements
         if isinstance(m, ServingMeasurement)
     ]
-    on_h100, _ = compute_dtypes_on(served, h100)
+    on_h100, _ = compute_dtypes_on(served, h100, CATALOG_MODELS)
     assert [precision_of(r) for r in on_h100] == [
         Precision(weights="fp8", activations="fp8", kv_cache="fp8"),
         Precision(weights="fp8", activations="bf16", kv_cache="bf16"),
         Precision(weights="bf16", activations="bf16", kv_cache="bf16"),
     ]
     without_fp8 = {k: v for k, v in h100.peak_tflops.items() if k != "fp8"}
-    on_ampere, _ = compute_dtypes_on(served, replace(h100, peak_tflops=without_fp8))
+    on_ampere, _ = compute_dtypes_on(served, replace(h100, peak_tflops=without_fp8), CATALOG_MODELS)
     assert [precision_of(r).compute_dtype for r in on_ampere] == ["bf16", "bf16", "bf16"]
+    # fp4 without a GEMM mode on a part with fp4 tensor cores: W4A4 (NVFP4), except gpt-oss,
+    # whose fp4 is its MXFP4 experts-only checkpoint, run weight-only.
+    fp4_rows = [
+        "B200,vllm,Qwen/Qwen3-32B,fp4,,1024,128,8,2,1,120.0,6.0",
+        "B200,vllm,openai/gpt-oss-120b,fp4,,1024,128,8,2,1,120.0,6.0",
+    ]
+    fp4_runs = [
+        m
+        for m in parse_csv(header + "\n".join(fp4_rows)).measurements
+        if isinstance(m, ServingMeasurement)
+    ]
+    with_fp4 = replace(h100, peak_tflops={**h100.peak_tflops, "fp4": 3958.0})
+    on_fp4_part, _ = compute_dtypes_on(fp4_runs, with_fp4, CATALOG_MODELS)
+    assert [precision_of(r).compute_dtype for r in on_fp4_part] == ["fp4", "bf16"]
 
 
 def test_whole_numbers_are_read_exactly_however_large() -> None:

@@ -214,7 +214,7 @@ def test_a_lone_prompt_runs_whole_on_one_attention_dp_rank(
     exchange, so those operators cost what they cost with one rank (attention_dp 1, the same
     tp 1 GPU per rank); 9 prompts put 2 on the busiest rank, as 2 prompts on one rank do."""
     ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
-    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype, h200)
+    fp8 = NATIVE_PRECISION.resolved(ds, h200)
 
     def rows(batch: float, layout: Parallelism) -> dict[str, float]:
         step = prefill_step(
@@ -237,7 +237,7 @@ def test_memory_per_gpu_is_the_busiest_attention_dp_rank_s(
     16 sequences put there; 8 sequences put one on each."""
     ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
     layout = Parallelism(tp=1, attention_dp=8, ep=8)
-    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype, h200)
+    fp8 = NATIVE_PRECISION.resolved(ds, h200)
 
     def kv_gb(sequences: float) -> float:
         memory = memory_breakdown(
@@ -258,7 +258,7 @@ def test_the_expert_exchange_waits_for_the_busiest_rank_s_picks(
     of 8 ranks gets 1 + 1.4236 · 0.9354 = 2.331 of them, and dispatch and combine (two
     all-to-alls per MoE layer, 58 layers) carry that many 7,168-wide bf16 rows."""
     ds, h200 = models["deepseek-v3"], accelerators["h200-sxm"]
-    fp8 = NATIVE_PRECISION.resolved(ds.native_weights_dtype, h200)
+    fp8 = NATIVE_PRECISION.resolved(ds, h200)
     step = decode_step(
         ds, h200, precision=fp8, params=DEFAULT_EFFICIENCY, batch_size=1.0,
         context_tokens=1024.0, parallelism=Parallelism(tp=1, attention_dp=8, ep=8),

@@ -95,9 +95,9 @@ def test_native_resolves_to_bf16_for_a_bf16_model(
     models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
 ) -> None:
     llama, h100 = models["llama-3.1-8b"], accelerators["h100-sxm"]
-    assert NATIVE_PRECISION.resolved(llama.native_weights_dtype, h100) == Precision()
+    assert NATIVE_PRECISION.resolved(llama, h100) == Precision()
     assert NATIVE_PRECISION.weights_source == "native"
-    assert Precision(weights="fp8").resolved("bf16", h100).weights == "fp8"
+    assert Precision(weights="fp8").resolved(llama, h100).weights == "fp8"
     assert Precision(weights="fp8").weights_source == "request"
 
 
@@ -110,7 +110,8 @@ def test_native_resolves_to_bf16_for_a_bf16_model(
         ("native", "h200-sxm", "fp8"),  # DeepSeek-V3's shipped fp8
         ("int8", "h100-sxm", "bf16"),  # GPTQ-style weight-only unless W8A8 is asked for
         ("int4", "h100-sxm", "bf16"),
-        ("fp4", "b200", "bf16"),  # W4A4 must be asked for
+        ("fp4", "b200", "fp4"),  # NVFP4 checkpoints run W4A4 on Blackwell
+        ("fp4", "h100-sxm", "bf16"),  # and weight-only on Hopper
         ("bf16", "h100-sxm", "bf16"),
         ("fp16", "v100-sxm2-32gb", "fp16"),  # no bf16 peak
     ],
@@ -127,9 +128,23 @@ def test_auto_activations_follow_what_engines_run(
     ds = models["deepseek-v3"]
     acc = accelerators[accelerator]
     asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS)
-    assert asked.resolved(ds.native_weights_dtype, acc).activations == activations
+    assert asked.resolved(ds, acc).activations == activations
     explicit = Precision(weights=weights, activations="bf16")
-    assert explicit.resolved(ds.native_weights_dtype, acc).activations == "bf16"
+    assert explicit.resolved(ds, acc).activations == "bf16"
+
+
+def test_auto_activations_keep_an_experts_only_checkpoint_weight_only(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    """gpt-oss ships MXFP4 experts for weight-only kernels: at its native fp4 (named or not)
+    it keeps bf16 activations even on a B200, while fp4 for every linear weight of another
+    model runs W4A4 there."""
+    oss, b200 = models["gpt-oss-120b"], accelerators["b200"]
+    for weights in (NATIVE, "fp4"):
+        asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS)
+        assert asked.resolved(oss, b200).activations == "bf16"
+    llama = Precision(weights="fp4", activations=AUTO_ACTIVATIONS)
+    assert llama.resolved(models["llama-3.1-70b"], b200).compute_dtype == "fp4"
 
 
 def test_auto_activations_must_be_resolved_before_use() -> None:

@@ -225,7 +225,7 @@ def fix_precision(shape: ModelShape, precision: JsonDict, accelerator: str) -> N
     weights = precision.get("weights", "native")
     resolved = shape.native_weights_dtype if weights in ("native", None) else weights
     asked = Precision(weights=resolved, activations=precision.get("activations", "auto"))
-    p = asked.resolved(shape.native_weights_dtype, _ACCELERATORS[accelerator])
+    p = asked.resolved(shape, _ACCELERATORS[accelerator])
     needed = {p.compute_dtype, p.activations if p.activations in WIDE_DTYPES else "bf16"}
     if not needed <= peaks:
         precision["weights"] = fallback

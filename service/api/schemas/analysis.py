@@ -21,7 +21,7 @@ MAX_BATCH_ITEMS = 256
 # Activation dtypes a GEMM can take (int4 activations are not a serving format).
 ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 # Requested activations: a dtype, or "auto" (what engines run the weights with on the
-# accelerator: fp8 beside fp8 weights where it has an fp8 peak, else 16-bit).
+# accelerator, precision.default_activations).
 ActivationDtypeIn = Literal["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 # Weights dtypes: every Dtype, or "native" (the model's shipped format).
 WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
@@ -48,8 +48,9 @@ class PrecisionIn(BaseModel):
 
     ``weights`` defaults to ``native``: the model's shipped format (``native_weights_dtype``:
     fp8 for DeepSeek-V3, fp4 (MXFP4) for gpt-oss, bf16 for most others). ``activations``
-    defaults to ``auto``: fp8 beside fp8 weights on an accelerator with an fp8 peak (engines run
-    fp8 checkpoints as W8A8 there), else 16-bit (weight-only quantisation). The KV cache defaults
+    defaults to ``auto``: fp8 beside fp8 weights and fp4 beside fp4 weights on an accelerator
+    with that peak (engines run fp8 checkpoints as W8A8 and NVFP4 ones as W4A4 there), else
+    16-bit (weight-only quantisation; ``precision.default_activations``). The KV cache defaults
     to bf16. An explicit dtype always wins.
     """
 

@@ -488,22 +488,27 @@ OUTLIER_ROUNDS = 3  # refit and screen again: a fit freed of gross outliers expo
 
 
 def compute_dtypes_on(
-    runs: Sequence[StaticMeasurement | ServingMeasurement], accelerator: Accelerator
+    runs: Sequence[StaticMeasurement | ServingMeasurement],
+    accelerator: Accelerator,
+    models: Mapping[str, ModelShape],
 ) -> tuple[list[StaticMeasurement | ServingMeasurement], int]:
     """Runs with the activations engines run them with on ``accelerator``, and how many were
     read as weight-only: fp4 compute on a part without an fp4 peak becomes bf16 compute, and
-    fp8 weights that do not name their activations take ``precision.default_activations``
-    (W8A8 where the part has an fp8 peak, as estimates asking ``activations="auto"`` do)."""
+    fp8 or fp4 weights that do not name their activations take
+    ``precision.default_activations`` (W8A8 / W4A4 where the part has that peak, as estimates
+    asking ``activations="auto"`` do). Runs of models not in ``models`` keep their labels."""
     has_fp4 = WEIGHT_ONLY_LABEL in accelerator.peak_tflops
-    fp8_activations = default_activations("fp8", accelerator)
     out: list[StaticMeasurement | ServingMeasurement] = []
     weight_only = 0
     for r in runs:
+        model = models.get(r.model)
         if r.activations_dtype == WEIGHT_ONLY_LABEL and not has_fp4:
             out.append(replace(r, activations_dtype="bf16"))
             weight_only += 1
-        elif r.activations_dtype is None and r.weights_dtype == "fp8":
-            out.append(replace(r, activations_dtype=fp8_activations))
+        elif r.activations_dtype is None and r.weights_dtype in ("fp8", "fp4") and model:
+            experts_only = model.quantizes_only_experts(r.weights_dtype)
+            activations = default_activations(r.weights_dtype, accelerator, experts_only)
+            out.append(replace(r, activations_dtype=activations))
         else:
             out.append(r)
     return out, weight_only
@@ -592,7 +597,7 @@ def fit(
             residuals[key] = r
 
     runs = [m for m in measurements if isinstance(m, StaticMeasurement | ServingMeasurement)]
-    runs, weight_only = compute_dtypes_on(runs, accelerator)
+    runs, weight_only = compute_dtypes_on(runs, accelerator, models)
     if weight_only:
         warnings.append(
             f"{weight_only} runs label {WEIGHT_ONLY_LABEL} compute, which this accelerator has "

@@ -241,7 +241,7 @@ class Replica:
         check_drafter(drafter, model.mtp_layers)
         # Open-loop traffic: the model's shipped weights format when asked for, and only engine
         # terms of a profile (the closed-loop harness terms describe another load pattern).
-        precision = precision.resolved(model.native_weights_dtype, accelerator)
+        precision = precision.resolved(model, accelerator)
         params = engine_only(params)
         config = scheduler_config(
             model,
