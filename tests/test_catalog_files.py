@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
@@ -127,6 +128,21 @@ def test_model_specific_fields(models: dict[str, dict[str, object]]) -> None:
     assert shape["gpt-oss-120b"].num_sliding_layers == 18
     assert shape["mistral-7b-v0.1"].num_sliding_layers == 32
     assert shape["mistral-7b-v0.3"].num_sliding_layers == 0
+
+
+@pytest.mark.parametrize(
+    ("model_id", "name", "same_shape_as"),
+    [("deepseek-r1", "DeepSeek-R1", "deepseek-v3"),
+     ("llama-3.3-70b", "Llama-3.3-70B-Instruct", "llama-3.1-70b")],
+)  # fmt: skip
+def test_retrained_models_keep_their_base_shape(
+    models: dict[str, dict[str, object]], model_id: str, name: str, same_shape_as: str
+) -> None:
+    """R1 and Llama-3.3-70B repeat their base's config.json: the shapes differ only by name
+    (and Llama-3.3's family label)."""
+    shape, base = model_from_record(models[model_id]), model_from_record(models[same_shape_as])
+    assert shape.id == model_id and shape.name == name
+    assert dataclasses.replace(shape, id=base.id, name=base.name, family=base.family) == base
 
 
 def test_records_are_json_serialisable() -> None:

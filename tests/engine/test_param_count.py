@@ -22,6 +22,7 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     "llama-3-70b": (70.554, 70.554),
     "llama-3.1-8b": (8.030, 8.030),
     "llama-3.1-70b": (70.554, 70.554),
+    "llama-3.3-70b": (70.554, 70.554),
     "llama-3.1-405b": (405.85, 405.85),
     "llama-3.2-1b": (1.236, 1.236),
     "llama-3.2-3b": (3.213, 3.213),
@@ -38,6 +39,7 @@ EXPECTED_BILLIONS: dict[str, tuple[float, float]] = {
     "qwen3-30b-a3b": (30.53, 3.35),
     "qwen3-235b-a22b": (235.09, 22.19),
     "deepseek-v3": (671.03, 37.55),
+    "deepseek-r1": (671.03, 37.55),
     "kimi-k2": (1026.41, 32.86),  # by hand in tests/engine/test_hf_import.py
     "gemma-2-9b": (9.242, 9.242),
     "gemma-2-27b": (27.227, 27.227),
