@@ -2315,8 +2315,9 @@ ISSUE_11_NOTES = (
     "(39) Activations left unnamed (`auto`, the API default since this revision) are fp8 "
     "beside fp8 weights (and fp4 beside fp4) on a part with that peak, as the engines run fp8 "
     "and NVFP4 checkpoints, and calibration runs with such weights and no activations are "
-    "read the same way; every shipped fp8 and fp4 run names its GEMM mode, so no figure "
-    "above moved (run once to check). "
+    "read the same way; an unnamed KV cache is fp8 beside such activations, as runs were "
+    "already read. Every shipped fp8 and fp4 run names its GEMM mode, so no figure above "
+    "moved (run once to check). "
     "Chosen from how the engines run such checkpoints, before any held-out number. "
     "Splits and the data were not changed after seeing results."
 )

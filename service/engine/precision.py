@@ -16,9 +16,10 @@ NATIVE = "native"
 WIDE_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16"})
 # Activation dtypes a GEMM can take as input (int4 activations are not a serving format).
 ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-# Activations dtype meaning "what serving engines run these weights with on this accelerator"
-# (``default_activations``), resolved with the weights by ``Precision.resolved``.
-AUTO_ACTIVATIONS = "auto"
+# Activations and KV-cache dtype meaning "what serving engines run these weights with on this
+# accelerator" (``default_activations``, ``default_kv_cache``), resolved by
+# ``Precision.resolved``.
+AUTO_ACTIVATIONS = AUTO_KV_CACHE = "auto"
 # SSM-state dtype meaning "the model dtype" (vLLM's default for --mamba-ssm-cache-dtype).
 AUTO = "auto"
 # Dtypes the recurrent SSM state of Mamba2 layers may be kept in: vLLM's MambaDType
@@ -63,14 +64,18 @@ class Precision:
 
     def resolved(self, model: ModelShape, accelerator: Accelerator) -> Precision:
         """Return this precision with ``weights="native"`` replaced by the model's dtype and
-        ``activations="auto"`` by what engines run those weights with on ``accelerator``."""
+        ``activations="auto"`` by what engines run those weights with on ``accelerator``, and
+        ``kv_cache="auto"`` by the cache dtype that goes with those activations."""
         weights = model.native_weights_dtype if self.weights == NATIVE else self.weights
         activations = (
             default_activations(weights, accelerator, model.quantizes_only_experts(weights))
             if self.activations == AUTO_ACTIVATIONS
             else self.activations
         )
-        return replace(self, weights=weights, activations=activations)
+        kv_cache = (
+            default_kv_cache(activations) if self.kv_cache == AUTO_KV_CACHE else self.kv_cache
+        )
+        return replace(self, weights=weights, activations=activations, kv_cache=kv_cache)
 
     @property
     def weights_source(self) -> str:
@@ -160,6 +165,16 @@ def default_activations(weights: str, accelerator: Accelerator, experts_only: bo
         return accelerator.sixteen_bit_dtype()
     except UnsupportedDtypeError:
         return "bf16"  # the check that the part has a peak for the compute dtype names the gap
+
+
+def default_kv_cache(activations: str) -> str:
+    """KV-cache dtype of a deployment that does not name one: fp8 beside fp8 or fp4
+    activations (W8A8 and W4A4 deployments quantise the cache too: on the shipped fp8 H100
+    serving runs a 16-bit cache is physically impossible, docs/measurement-formats.md), else
+    the activations' own wide dtype (bf16, fp16)."""
+    if activations in ("fp8", "fp4"):
+        return "fp8"
+    return activations if activations in WIDE_DTYPES else "bf16"
 
 
 BF16 = Precision()

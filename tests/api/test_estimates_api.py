@@ -359,24 +359,26 @@ def test_wide_ep_without_attention_dp_is_a_422_naming_ep(client: TestClient) -> 
 
 
 def test_auto_activations_run_fp8_weights_as_engines_do(client: TestClient) -> None:
-    """fp8 weights with the default activations are W8A8 on an H100 (the answer says so, and
-    equals asking for fp8 activations) and weight-only on an A100, which has no fp8 peak;
-    asking for bf16 activations keeps weight-only fp8 on the H100, whose prompts then take
-    longer (bf16 GEMMs at half the fp8 peak)."""
+    """fp8 weights with the default activations and KV cache are W8A8 with an fp8 cache on an
+    H100 (the answer says so, and equals asking for them) and weight-only with a bf16 cache on
+    an A100, which has no fp8 peak; asking for bf16 activations keeps weight-only fp8 on the
+    H100, whose prompts then take longer (bf16 GEMMs at half the fp8 peak)."""
     ask = {"model": "llama-3.1-70b", "parallelism": {"tp": 4}, "batch_sizes": [1, 64]}
     auto = post(client, **ask, precision={"weights": "fp8"})
-    assert auto["precision"]["activations"] == "fp8"
+    assert (auto["precision"]["activations"], auto["precision"]["kv_cache"]) == ("fp8", "fp8")
     assert auto["compute_dtype"] == "fp8"
-    w8a8 = post(client, **ask, precision={"weights": "fp8", "activations": "fp8"})
+    w8a8 = post(
+        client, **ask, precision={"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+    )
     assert auto["points"] == w8a8["points"]
     w8a16 = post(client, **ask, precision={"weights": "fp8", "activations": "bf16"})
-    assert w8a16["precision"]["activations"] == "bf16"
+    assert (w8a16["precision"]["activations"], w8a16["precision"]["kv_cache"]) == ("bf16", "bf16")
     assert all(
         slow["ttft_ms"] > fast["ttft_ms"]
         for slow, fast in zip(w8a16["points"], auto["points"], strict=True)
     )
     ampere = post(client, **ask, accelerator="a100-sxm-80gb", precision={"weights": "fp8"})
-    assert ampere["precision"]["activations"] == "bf16"
+    assert (ampere["precision"]["activations"], ampere["precision"]["kv_cache"]) == ("bf16", "bf16")
     assert ampere["compute_dtype"] == "bf16"
 
 

@@ -19,7 +19,7 @@ from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.parallel import Parallelism
-from service.engine.precision import AUTO_ACTIVATIONS, NATIVE, Precision
+from service.engine.precision import AUTO_ACTIVATIONS, AUTO_KV_CACHE, NATIVE, Precision
 from service.engine.roofline import analyze_intensity
 from service.engine.shapes import ModelShape
 
@@ -127,8 +127,12 @@ def test_auto_activations_follow_what_engines_run(
     an explicit activations dtype is kept."""
     ds = models["deepseek-v3"]
     acc = accelerators[accelerator]
-    asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS)
+    asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS, kv_cache=AUTO_KV_CACHE)
     assert asked.resolved(ds, acc).activations == activations
+    # the cache follows: fp8 beside 8- and 4-bit float activations, else theirs
+    assert asked.resolved(ds, acc).kv_cache == (
+        "fp8" if activations in ("fp8", "fp4") else activations
+    )
     explicit = Precision(weights=weights, activations="bf16")
     assert explicit.resolved(ds, acc).activations == "bf16"
 

@@ -20,9 +20,10 @@ MAX_BATCH_ITEMS = 256
 
 # Activation dtypes a GEMM can take (int4 activations are not a serving format).
 ActivationDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
-# Requested activations: a dtype, or "auto" (what engines run the weights with on the
-# accelerator, precision.default_activations).
+# Requested activations and KV cache: a dtype, or "auto" (what engines run the weights with on
+# the accelerator, precision.default_activations and default_kv_cache).
 ActivationDtypeIn = Literal["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+KvCacheDtypeIn = Literal["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 # Weights dtypes: every Dtype, or "native" (the model's shipped format).
 WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 # Mamba2 SSM state dtypes (vLLM --mamba-ssm-cache-dtype; engine/precision.py SSM_STATE_DTYPES).
@@ -50,15 +51,16 @@ class PrecisionIn(BaseModel):
     fp8 for DeepSeek-V3, fp4 (MXFP4) for gpt-oss, bf16 for most others). ``activations``
     defaults to ``auto``: fp8 beside fp8 weights and fp4 beside fp4 weights on an accelerator
     with that peak (engines run fp8 checkpoints as W8A8 and NVFP4 ones as W4A4 there), else
-    16-bit (weight-only quantisation; ``precision.default_activations``). The KV cache defaults
-    to bf16. An explicit dtype always wins.
+    16-bit (weight-only quantisation; ``precision.default_activations``). ``kv_cache`` defaults
+    to ``auto``: fp8 beside fp8 or fp4 activations (such deployments quantise the cache too),
+    else the 16-bit activations' dtype. An explicit dtype always wins.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     weights: WeightsDtype = "native"
     activations: ActivationDtypeIn = "auto"
-    kv_cache: Dtype = "bf16"
+    kv_cache: KvCacheDtypeIn = "auto"
     ssm_state: SsmStateDtype | None = Field(
         default="auto",
         description="Dtype of the recurrent SSM state of Mamba2 layers (hybrid models such as "

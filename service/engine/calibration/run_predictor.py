@@ -18,7 +18,7 @@ from service.engine.efficiency import EfficiencyParams, engine_only
 from service.engine.estimate import estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
-from service.engine.precision import WIDE_DTYPES, Precision
+from service.engine.precision import WIDE_DTYPES, Precision, default_kv_cache
 from service.engine.shapes import ModelShape
 from service.engine.traffic.backends import scheduler_defaults
 
@@ -27,13 +27,12 @@ OUTPUTS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 
 
 def precision_of(run: Run) -> Precision:
-    """Engine precision of a run: unset activations follow 16-bit weights, else bf16; an unset
-    KV cache is fp8 beside fp8 activations (W8A8 deployments quantise it too: a bf16 cache is
-    physically impossible for the shipped fp8 runs, docs/measurement-formats.md), else the
-    activations' default."""
+    """Engine precision of a run: unset activations follow 16-bit weights, else bf16 (fp8 and
+    fp4 weights have theirs set on the accelerator first, ``fit.compute_dtypes_on``); an unset
+    KV cache is ``precision.default_kv_cache`` (fp8 beside fp8 or fp4 activations)."""
     default = run.weights_dtype if run.weights_dtype in WIDE_DTYPES else "bf16"
     activations = run.activations_dtype or default
-    kv = run.kv_cache_dtype or ("fp8" if activations == "fp8" else default)
+    kv = run.kv_cache_dtype or default_kv_cache(activations)
     return Precision(weights=run.weights_dtype, activations=activations, kv_cache=kv)
 
 
