@@ -50,6 +50,10 @@ class _CatalogRepository(Generic[RowT]):
         self.session.delete(row)
         self.session.flush()
 
+    def ids(self) -> Sequence[str]:
+        """Return every row's id."""
+        return self.session.scalars(select(self.row_type.id)).all()
+
     def all(self) -> Sequence[RowT]:
         """Return every row ordered by id."""
         return self.session.scalars(select(self.row_type).order_by(self.row_type.id)).all()

@@ -8,12 +8,13 @@ through any worker process is seen by the next request.
 from __future__ import annotations
 
 import copy
+import difflib
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Engine, Select
+from sqlalchemy import Connection, Engine, Select, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -164,7 +165,7 @@ class _Collection(Generic[RowT]):
     def load(self, row_id: str) -> RowT:
         row: RowT | None = self.repo.get(row_id)
         if row is None:
-            raise NotFoundError(self.kind, row_id)
+            raise NotFoundError(self.kind, row_id, closest_ids(row_id, self.repo.ids()))
         return row
 
     def load_for_update(self, row_id: str) -> RowT:
@@ -385,13 +386,14 @@ class CatalogTokens:
     accelerator: Token | None
     extra: Any = None
     linked: Token | None = None
+    closest: tuple[str, ...] = ()  # ids like the first absent one (read only when one is)
 
     def require(self) -> None:
         """Raise NotFoundError for the first absent row (the model, then the accelerator)."""
         if self.model is None:
-            raise NotFoundError(KIND_MODEL, self.model_id)
+            raise NotFoundError(KIND_MODEL, self.model_id, self.closest)
         if self.accelerator is None:
-            raise NotFoundError(KIND_ACCELERATOR, self.accelerator_id)
+            raise NotFoundError(KIND_ACCELERATOR, self.accelerator_id, self.closest)
 
 
 def read_tokens(
@@ -403,9 +405,21 @@ def read_tokens(
 ) -> CatalogTokens:
     """Run a ``freshness_query`` once and return the rows' tokens and the linked value."""
     row = read_token_row(db, query, model_id, accelerator_id, **params)
+    closest: tuple[str, ...] = ()
+    if row.model is None or row.accelerator is None:
+        table, wanted = (
+            (ModelRow, model_id) if row.model is None else (AcceleratorRow, accelerator_id)
+        )
+        closest = tuple(closest_ids(wanted, db.execute(select(table.id)).scalars()))
     return CatalogTokens(
-        model_id, accelerator_id, row.model, row.accelerator, row.extra, row.linked
+        model_id, accelerator_id, row.model, row.accelerator, row.extra, row.linked, closest
     )
+
+
+def closest_ids(wanted: str, ids: Iterable[str]) -> list[str]:
+    """Up to 3 catalog ids that look like ``wanted`` (difflib's ratio ≥ 0.6), for a 404's hint
+    (``llama-3.1-70b-instruct`` → ``llama-3.1-70b``)."""
+    return difflib.get_close_matches(wanted.lower(), list(ids), n=3, cutoff=0.6)
 
 
 def read_accelerator(engine: Engine, accelerator_id: str) -> dict[str, Any]:

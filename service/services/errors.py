@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # A JSON body deeper than the parser's recursion limit (a RecursionError, once a 500).
 NESTING_MESSAGE = "JSON is nested too deeply to parse; flatten the document"
 
@@ -11,10 +13,11 @@ class ServiceError(Exception):
 
 
 class NotFoundError(ServiceError):
-    """No resource of this kind has this id."""
+    """No resource of this kind has this id; ``closest`` names ids that look like it."""
 
-    def __init__(self, kind: str, resource_id: str) -> None:
-        super().__init__(f"{kind} '{resource_id}' does not exist")
+    def __init__(self, kind: str, resource_id: str, closest: Sequence[str] = ()) -> None:
+        hint = f"; closest ids: {', '.join(closest)}" if closest else ""
+        super().__init__(f"{kind} '{resource_id}' does not exist{hint}")
         self.kind = kind
         self.resource_id = resource_id
 

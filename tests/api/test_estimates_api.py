@@ -275,6 +275,29 @@ def test_unknown_ids_are_404(client: TestClient, overrides: dict[str, Any], need
     assert needle in response.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "detail"),
+    [
+        ({"model": "llama-3.1-70b-instruct"},
+         "model 'llama-3.1-70b-instruct' does not exist; closest ids: llama-3.1-70b, "),
+        ({"accelerator": "h100"},
+         "accelerator 'h100' does not exist; closest ids: h100-sxm, "),
+        ({"model": "zzzz"}, "model 'zzzz' does not exist"),
+    ],
+)  # fmt: skip
+def test_a_404_names_the_catalog_ids_that_look_like_the_unknown_one(
+    client: TestClient, overrides: dict[str, Any], detail: str
+) -> None:
+    response = client.post("/v1/estimates", json=body(**overrides))
+    assert response.status_code == 404
+    assert response.json()["detail"].startswith(detail)
+    if "zzzz" in detail:  # nothing alike: no hint
+        assert response.json()["detail"] == detail
+    read = client.get(f"/v1/models/{overrides.get('model', 'llama-3.1-70b-instruct')}")
+    assert read.status_code == 404
+    assert ("closest ids" in read.json()["detail"]) == ("zzzz" not in detail)
+
+
 def test_native_weights_by_default_and_explicit_dtype_wins(client: TestClient) -> None:
     # No precision.weights: DeepSeek-V3 runs in its fp8 checkpoint format and fits 8 × H200
     # (85.1 GB of weights per GPU < 126.9 GB usable; tests/engine/test_native_weights.py).
