@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Engine, Row, bindparam, delete, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Row, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
-from service.db.models import AcceleratorRow, CatalogDeletionRow, ModelRow, utcnow
+from service.db.models import KIND_MODEL, AcceleratorRow, CatalogDeletionRow, ModelRow, utcnow
 
 RowT = TypeVar("RowT", AcceleratorRow, ModelRow)
 
@@ -49,10 +49,6 @@ class _CatalogRepository(Generic[RowT]):
         """Delete a row."""
         self.session.delete(row)
         self.session.flush()
-
-    def ids(self) -> Sequence[str]:
-        """Return every row's id."""
-        return self.session.scalars(select(self.row_type.id)).all()
 
     def all(self) -> Sequence[RowT]:
         """Return every row ordered by id."""
@@ -103,6 +99,12 @@ def accelerator_core_row(engine: Engine, accelerator_id: str) -> Row[Any] | None
         return connection.execute(
             _ACCELERATOR_BY_ID, {"accelerator_id": accelerator_id}
         ).one_or_none()
+
+
+def catalog_ids(db: Connection | Session, kind: str) -> Sequence[str]:
+    """Every id of the models (``KIND_MODEL``) or accelerators table."""
+    row_type = ModelRow if kind == KIND_MODEL else AcceleratorRow
+    return db.execute(select(row_type.id)).scalars().all()
 
 
 class ModelRepository(_CatalogRepository[ModelRow]):

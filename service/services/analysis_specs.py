@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.engine.backend_names import canonical_backend
 from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
 from service.services.traffic import TrafficRequest
@@ -21,6 +22,11 @@ class AnalysisTarget:
     backend: str | None = None
     calibration: str = "auto"
     dp: int = 1  # data-parallel replicas of the whole layout (service.engine.replicas)
+
+    def __post_init__(self) -> None:
+        # one spelling of the engine, so that profiles, priors and defaults match it
+        if self.backend is not None:
+            object.__setattr__(self, "backend", canonical_backend(self.backend))
 
 
 @dataclass(frozen=True, slots=True)

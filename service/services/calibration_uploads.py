@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.engine.backend_names import canonical_backend
 from service.engine.calibration.end_to_end import precision_of
 from service.engine.calibration.fit import compute_dtypes_on
 from service.engine.calibration.harness_results import (
@@ -77,6 +78,10 @@ class UploadMetadata:
     backend: str = ""
     backend_version: str = ""
 
+    def __post_init__(self) -> None:
+        # one spelling of the engine, as requests are matched to profiles by it
+        object.__setattr__(self, "backend", canonical_backend(self.backend))
+
 
 @dataclass(frozen=True, slots=True)
 class UploadPart:
@@ -96,6 +101,16 @@ class CalibrationUpload:
     format: str
     warnings: tuple[str, ...] = ()
     parts: tuple[UploadPart, ...] = ()  # the files, in order, to name a measurement's row
+
+    def __post_init__(self) -> None:
+        # runs name their engine in one spelling: "vLLM" and "vllm" are one backend
+        canonical = tuple(
+            dataclasses.replace(m, backend=canonical_backend(m.backend))
+            if isinstance(m, StaticMeasurement | ServingMeasurement) and m.backend
+            else m
+            for m in self.measurements
+        )
+        object.__setattr__(self, "measurements", canonical)
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical metadata and measurements (same upload → same hash)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, select
+from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -23,6 +23,7 @@ from service.db.catalog_repository import (
     CatalogDeletionRepository,
     ModelRepository,
     accelerator_core_row,
+    catalog_ids,
 )
 from service.db.freshness import Token, read_token_row
 from service.db.models import (
@@ -165,7 +166,8 @@ class _Collection(Generic[RowT]):
     def load(self, row_id: str) -> RowT:
         row: RowT | None = self.repo.get(row_id)
         if row is None:
-            raise NotFoundError(self.kind, row_id, closest_ids(row_id, self.repo.ids()))
+            closest = closest_ids(row_id, catalog_ids(self.session, self.kind))
+            raise NotFoundError(self.kind, row_id, closest)
         return row
 
     def load_for_update(self, row_id: str) -> RowT:
@@ -407,10 +409,10 @@ def read_tokens(
     row = read_token_row(db, query, model_id, accelerator_id, **params)
     closest: tuple[str, ...] = ()
     if row.model is None or row.accelerator is None:
-        table, wanted = (
-            (ModelRow, model_id) if row.model is None else (AcceleratorRow, accelerator_id)
+        kind, wanted = (
+            (KIND_MODEL, model_id) if row.model is None else (KIND_ACCELERATOR, accelerator_id)
         )
-        closest = tuple(closest_ids(wanted, db.execute(select(table.id)).scalars()))
+        closest = tuple(closest_ids(wanted, catalog_ids(db, kind)))
     return CatalogTokens(
         model_id, accelerator_id, row.model, row.accelerator, row.extra, row.linked, closest
     )
@@ -426,7 +428,9 @@ def read_accelerator(engine: Engine, accelerator_id: str) -> dict[str, Any]:
     """Return one accelerator's representation from one Core query (no ORM session)."""
     row = accelerator_core_row(engine, accelerator_id)
     if row is None:
-        raise NotFoundError(KIND_ACCELERATOR, accelerator_id)
+        with engine.connect() as connection:
+            ids = catalog_ids(connection, KIND_ACCELERATOR)
+        raise NotFoundError(KIND_ACCELERATOR, accelerator_id, closest_ids(accelerator_id, ids))
     return accelerator_to_dict(row)
 
 

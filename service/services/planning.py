@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from service.engine.backend_names import canonical_backend
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult
@@ -33,7 +34,7 @@ from service.engine.planning import (
     layouts,
     plan,
 )
-from service.engine.precision import NATIVE, Precision
+from service.engine.precision import AUTO_ACTIVATIONS, AUTO_KV_CACHE, NATIVE, Precision
 from service.engine.shapes import ModelShape
 from service.engine.traffic.backends import scheduler_defaults
 from service.engine.traffic.disaggregation import PoolGroup
@@ -57,7 +58,9 @@ from service.services.traffic import (
 
 DEFAULT_OBJECTIVE = "max_throughput_per_gpu"
 DEFAULT_MODE = "serving"
-FP8 = Precision(weights="fp8", activations="fp8")
+# The API's default candidates: the shipped format and fp8, each as engines run it on the part.
+NATIVE_AUTO = Precision(weights=NATIVE, activations=AUTO_ACTIVATIONS, kv_cache=AUTO_KV_CACHE)
+FP8 = Precision(weights="fp8", activations="fp8", kv_cache=AUTO_KV_CACHE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,7 @@ class PlanSpec:
     use_interval_upper_bound: bool = False
     objective: str | None = None
     requests_per_s: float | None = None
-    precisions: tuple[Precision, ...] = (Precision(weights=NATIVE), FP8)
+    precisions: tuple[Precision, ...] = (NATIVE_AUTO, FP8)
     max_gpus_per_replica: int = 8
     tp: tuple[int, ...] | None = None
     pp: tuple[int, ...] | None = None
@@ -93,6 +96,11 @@ class PlanSpec:
     percentile_slo: tuple[tuple[str, float], ...] = ()  # e.g. ("ttft_ms_p90_max", 500.0)
     traffic: TrafficRequest | None = None  # stream and scheduler of the percentile sizing
     headroom: float = 0.2
+
+    def __post_init__(self) -> None:
+        # one spelling of the engine, so that profiles, priors and defaults match it
+        if self.backend is not None:
+            object.__setattr__(self, "backend", canonical_backend(self.backend))
 
 
 def workload_to_dict(workload: Workload) -> dict[str, Any]:

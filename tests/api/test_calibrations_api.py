@@ -555,6 +555,21 @@ def test_auto_uses_the_newest_profile_with_intervals(
     assert estimate(client, backend="vllm")["calibration"] is None
 
 
+def test_a_backend_is_one_engine_however_it_is_spelled(
+    client: TestClient, auth_headers: dict[str, str], serving_profile: dict[str, Any]
+) -> None:
+    """A request naming "TensorRT-LLM" gets the trtllm profile (and its answers); an upload
+    declaring "vLLM" is stored as vllm."""
+    auto = estimate(client, calibration="auto")
+    spelled = estimate(client, calibration="auto", backend="TensorRT-LLM")
+    assert spelled["calibration"]["id"] == serving_profile["id"]
+    assert spelled["points"] == auto["points"]
+    stored = created(
+        client.post("/v1/calibrations", json=json_body(GEMM, backend="vLLM"), headers=auth_headers)
+    )
+    assert stored["backend"] == "vllm"
+
+
 def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_intervals(
     client: TestClient, serving_profile: dict[str, Any]
 ) -> None:

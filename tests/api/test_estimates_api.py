@@ -296,6 +296,9 @@ def test_a_404_names_the_catalog_ids_that_look_like_the_unknown_one(
     read = client.get(f"/v1/models/{overrides.get('model', 'llama-3.1-70b-instruct')}")
     assert read.status_code == 404
     assert ("closest ids" in read.json()["detail"]) == ("zzzz" not in detail)
+    part = client.get("/v1/accelerators/h100")
+    assert part.status_code == 404
+    assert part.json()["detail"].startswith("accelerator 'h100' does not exist; closest ids: ")
 
 
 def test_native_weights_by_default_and_explicit_dtype_wins(client: TestClient) -> None:

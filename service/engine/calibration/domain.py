@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from service.engine.backend_names import canonical_backend
 from service.engine.calibration.intervals import DIRECTIONS, directed
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.run_predictor import batch_of, precision_of
@@ -184,7 +185,8 @@ class Domain:
         """Rebuild a stored domain."""
         return cls(
             accelerator=str(data.get("accelerator", "")),
-            backends=tuple(str(b) for b in data.get("backends", ())),
+            # profiles stored before names were canonical may spell an engine otherwise
+            backends=tuple(sorted({canonical_backend(str(b)) for b in data.get("backends", ())})),
             models=tuple(
                 ModelTraits(str(m["id"]), str(m["kind"]), int(m["layers"]), int(m["hidden_size"]))
                 for m in data.get("models", ())

@@ -70,6 +70,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from service.engine.backend_names import canonical_backend
 from service.engine.efficiency import (
     HARNESS_TERMS,
     LOCKSTEP_QUEUE_SHARE,
@@ -119,24 +120,14 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
 }
 
 
-# Spellings of the engines' names in harness files and requests, to the names used here.
-_ALIASES: Mapping[str, str] = {
-    "tensorrt-llm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "tensorrtllm": "trtllm",
-    "trt-llm": "trtllm",
-}
-
-
 def backend_key(backend: str | None) -> str:
     """The prior set's name for a backend as written ("" for none)."""
-    name = (backend or "").strip().lower()
-    return _ALIASES.get(name, name)
+    return canonical_backend(backend or "")
 
 
 def prior_backend(backends: Collection[str | None]) -> str:
     """The prior set for runs of ``backends``: that engine's if there is exactly one known."""
-    named = {b for b in backends if b}
+    named = {backend_key(b) for b in backends if b}
     if len(named) == 1:
         only = next(iter(named))
         if only in BACKEND_PRIORS:

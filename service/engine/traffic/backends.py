@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.engine.backend_names import canonical_backend
 from service.engine.hardware import Accelerator
 
 GIB_BYTES = 2**30
@@ -37,7 +38,7 @@ class SchedulerDefaults:
 
 def scheduler_defaults(backend: str | None, accelerator: Accelerator) -> SchedulerDefaults:
     """Return the scheduler knobs a backend uses by default on an accelerator."""
-    name = (backend or "").lower()
+    name = canonical_backend(backend or "")
     memory_bytes = accelerator.memory_gb * 1e9
     if name == "vllm":
         large = memory_bytes >= 70 * GIB_BYTES and "a100" not in accelerator.id.lower()
@@ -55,7 +56,7 @@ def scheduler_defaults(backend: str | None, accelerator: Accelerator) -> Schedul
         else:
             chunk = 16384
         return SchedulerDefaults(chunk, None, "prefill_first", "SGLang ServerArgs defaults")
-    if name in ("trtllm", "tensorrt-llm", "tensorrt_llm"):
+    if name == "trtllm":
         return SchedulerDefaults(
             8192, 2048, "decode_first", "trtllm-serve --max_num_tokens, LLM API max_batch_size"
         )
