@@ -145,6 +145,14 @@ def estimate(
     input_tokens: Annotated[int, typer.Option(min=1, help="Prompt tokens per request.")] = 1024,
     output_tokens: Annotated[int, typer.Option(min=1, help="Generated tokens per request.")] = 128,
     mode: Annotated[str, typer.Option(help="static or serving.")] = "static",
+    load_pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--load-pattern",
+            help="Serving: closed_loop (batch sizes are clients, the default) or offline "
+            "(batch sizes are requests queued at once).",
+        ),
+    ] = None,
     weights: Weights = None,
     activations: Activations = None,
     kv_cache: KvCache = None,
@@ -208,7 +216,12 @@ def estimate(
         "batch_sizes": int_list(batch_sizes),
         "mode": mode,
         **layout(weights, activations, kv_cache, tp, pp, ep, attention_dp),
-        **present(backend=backend, calibration=calibration, price_usd_per_hour=price_usd_per_hour),
+        **present(
+            backend=backend,
+            calibration=calibration,
+            price_usd_per_hour=price_usd_per_hour,
+            load_pattern=load_pattern,
+        ),
     }
     if rate is not None:
         traffic: dict[str, Any] = {"request_rate_per_s": rate}

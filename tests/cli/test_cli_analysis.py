@@ -62,6 +62,20 @@ def test_estimate_options_reach_the_request(ridgeline_cli: Invoke, client: TestC
     assert json.loads(result.stdout) == client.post("/v1/estimates", json=body).json()
 
 
+def test_load_pattern_option_reaches_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
+    result = ridgeline_cli(
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "500", "--mode", "serving",
+        "--backend", "trtllm", "--load-pattern", "offline", "--calibration", "none", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["load_pattern"] == "offline"
+    body = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "batch_sizes": [500],
+            "input_tokens": 1024, "output_tokens": 128, "mode": "serving", "backend": "trtllm",
+            "load_pattern": "offline", "calibration": "none"}  # fmt: skip
+    assert answer == client.post("/v1/estimates", json=body).json()
+
+
 def test_attention_dp_option_reaches_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
     result = ridgeline_cli(
         "estimate", "deepseek-v3", "h200-sxm", "-b", "64", "--attention-dp", "8", "--ep", "8",
