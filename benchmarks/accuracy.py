@@ -2319,6 +2319,12 @@ ISSUE_11_NOTES = (
     "already read. Every shipped fp8 and fp4 run names its GEMM mode, so no figure above "
     "moved (run once to check). "
     "Chosen from how the engines run such checkpoints, before any held-out number. "
+    "(40) An estimate's unnamed KV cache is the one its backend keeps: fp8 beside fp8 or fp4 "
+    "activations only on TensorRT-LLM for weights quantized below the model's own dtype "
+    "(its Model Optimizer checkpoints carry an fp8 cache), else 16-bit (vLLM's and SGLang's "
+    "default, and natively fp8/fp4 checkpoints on any engine); item 39's first version gave "
+    "every fp8 request an fp8 cache. Runs are read as before, so no figure above moved (run "
+    "once to check). Chosen from the engines' documented defaults, before any held-out number. "
     "Splits and the data were not changed after seeing results."
 )
 

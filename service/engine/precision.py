@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from service.engine.backend_names import canonical_backend
 from service.engine.errors import UnsupportedDtypeError
 from service.engine.hardware import DTYPE_BYTES, DTYPES, Accelerator
 
@@ -20,6 +21,14 @@ ACTIVATION_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 # accelerator" (``default_activations``, ``default_kv_cache``), resolved by
 # ``Precision.resolved``.
 AUTO_ACTIVATIONS = AUTO_KV_CACHE = "auto"
+# Backends whose fp8 and fp4 checkpoints carry a quantized KV cache when the weights are
+# quantized for them. TensorRT-LLM's cache dtype "auto" follows the checkpoint's
+# kv_cache_quant_algo, and NVIDIA Model Optimizer, which makes its checkpoints, quantizes the
+# cache to fp8 unless told not to (hf_ptq.py: --kv_cache_qformat defaults to fp8). vLLM's and
+# SGLang's --kv-cache-dtype auto keep the model dtype (bf16) unless the checkpoint carries
+# cache scales, which the usual llm-compressor fp8 checkpoints and the natively fp8/fp4
+# checkpoints (DeepSeek-V3/R1, gpt-oss) do not.
+QUANTIZED_CACHE_BACKENDS = frozenset({"trtllm"})
 # SSM-state dtype meaning "the model dtype" (vLLM's default for --mamba-ssm-cache-dtype).
 AUTO = "auto"
 # Dtypes the recurrent SSM state of Mamba2 layers may be kept in: vLLM's MambaDType
@@ -62,19 +71,26 @@ class Precision:
     kv_cache: str = "bf16"
     ssm_state: str = AUTO
 
-    def resolved(self, model: ModelShape, accelerator: Accelerator) -> Precision:
-        """Return this precision with ``weights="native"`` replaced by the model's dtype and
+    def resolved(
+        self, model: ModelShape, accelerator: Accelerator, backend: str | None = None
+    ) -> Precision:
+        """Return this precision with ``weights="native"`` replaced by the model's dtype,
         ``activations="auto"`` by what engines run those weights with on ``accelerator``, and
-        ``kv_cache="auto"`` by the cache dtype that goes with those activations."""
+        ``kv_cache="auto"`` by the cache dtype ``backend`` (None: no engine named) keeps beside
+        them."""
         weights = model.native_weights_dtype if self.weights == NATIVE else self.weights
         activations = (
             default_activations(weights, accelerator, model.quantizes_only_experts(weights))
             if self.activations == AUTO_ACTIVATIONS
             else self.activations
         )
-        kv_cache = (
-            default_kv_cache(activations) if self.kv_cache == AUTO_KV_CACHE else self.kv_cache
-        )
+        if self.kv_cache == AUTO_KV_CACHE:
+            requantized = weights != model.native_weights_dtype
+            engine = canonical_backend(backend or "")
+            quantized_cache = requantized and engine in QUANTIZED_CACHE_BACKENDS
+            kv_cache = default_kv_cache(activations, quantized_cache)
+        else:
+            kv_cache = self.kv_cache
         return replace(self, weights=weights, activations=activations, kv_cache=kv_cache)
 
     @property
@@ -167,12 +183,12 @@ def default_activations(weights: str, accelerator: Accelerator, experts_only: bo
         return "bf16"  # the check that the part has a peak for the compute dtype names the gap
 
 
-def default_kv_cache(activations: str) -> str:
+def default_kv_cache(activations: str, quantized_cache: bool) -> str:
     """KV-cache dtype of a deployment that does not name one: fp8 beside fp8 or fp4
-    activations (W8A8 and W4A4 deployments quantise the cache too: on the shipped fp8 H100
-    serving runs a 16-bit cache is physically impossible, docs/measurement-formats.md), else
-    the activations' own wide dtype (bf16, fp16)."""
-    if activations in ("fp8", "fp4"):
+    activations where the checkpoint quantizes its cache (``quantized_cache``;
+    ``QUANTIZED_CACHE_BACKENDS``), else the activations' own wide dtype, or bf16 beside
+    narrower activations (the model dtype those engines keep the cache in)."""
+    if quantized_cache and activations in ("fp8", "fp4"):
         return "fp8"
     return activations if activations in WIDE_DTYPES else "bf16"
 

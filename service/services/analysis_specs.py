@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.backend_names import canonical_backend
+from service.engine.hardware import Accelerator
 from service.engine.parallel import SINGLE_GPU, Parallelism
 from service.engine.precision import BF16, Precision
+from service.engine.shapes import ModelShape
 from service.services.traffic import TrafficRequest
 
 
@@ -27,6 +29,11 @@ class AnalysisTarget:
         # one spelling of the engine, so that profiles, priors and defaults match it
         if self.backend is not None:
             object.__setattr__(self, "backend", canonical_backend(self.backend))
+
+    def precision_on(self, model: ModelShape, accelerator: Accelerator) -> Precision:
+        """The precision asked for, its ``native`` and ``auto`` dtypes resolved as the target's
+        backend runs them (the KV cache beside fp8 weights depends on the engine)."""
+        return self.precision.resolved(model, accelerator, self.backend)
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,7 +105,7 @@ class AnalysisService:
             phase=spec.phase,
             batch_size=spec.batch_size,
             context_tokens=spec.context_tokens,
-            precision=target.precision,
+            precision=target.precision_on(model, accelerator),
             parallelism=target.parallelism,
             params=profile_params(resolved, target, model, None),
         )
@@ -233,7 +233,7 @@ class AnalysisService:
         results = estimate_stacked(
             model,
             [accelerator] * len(groups),
-            precision=target.precision,
+            precision=target.precision_on(model, accelerator),
             parallelism=target.parallelism,
             input_tokens=[group[0].input_tokens for group in groups],
             output_tokens=[group[0].output_tokens for group in groups],
@@ -276,7 +276,7 @@ class AnalysisService:
         result = estimate(
             model,
             accelerator,
-            precision=target.precision,
+            precision=target.precision_on(model, accelerator),
             parallelism=target.parallelism,
             input_tokens=first.input_tokens,
             output_tokens=first.output_tokens,

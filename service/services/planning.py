@@ -397,7 +397,7 @@ class PlanningService:
                 ):
                     # as the engine resolves them here: DeepSeek-V3's native fp8 weights with
                     # auto activations are the fp8/fp8 candidate on an fp8 part, one candidate
-                    asked = (p.resolved(model, acc) for p in spec.precisions)
+                    asked = (p.resolved(model, acc, spec.backend) for p in spec.precisions)
                     for precision in dict.fromkeys(asked):
                         candidates.append(
                             Candidate(

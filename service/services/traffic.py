@@ -179,6 +179,11 @@ class Deployment:
     params: EfficiencyParams
     backend: str | None
 
+    def __post_init__(self) -> None:
+        # native and auto dtypes as this backend runs them (its KV cache beside fp8 weights)
+        resolved = self.precision.resolved(self.model, self.accelerator, self.backend)
+        object.__setattr__(self, "precision", resolved)
+
     def key(self) -> tuple[Any, ...]:
         return (
             self.model,

@@ -385,25 +385,40 @@ def test_wide_ep_without_attention_dp_is_a_422_naming_ep(client: TestClient) -> 
 
 
 def test_auto_activations_run_fp8_weights_as_engines_do(client: TestClient) -> None:
-    """fp8 weights with the default activations and KV cache are W8A8 with an fp8 cache on an
-    H100 (the answer says so, and equals asking for them) and weight-only with a bf16 cache on
-    an A100, which has no fp8 peak; asking for bf16 activations keeps weight-only fp8 on the
-    H100, whose prompts then take longer (bf16 GEMMs at half the fp8 peak)."""
+    """fp8 weights with the default activations and KV cache are W8A8 on an H100 (the answer
+    says so, and equals asking for them), with the cache the named engine keeps: fp8 on
+    TensorRT-LLM (its checkpoints quantize the cache), bf16 on vLLM or with no engine named.
+    They are weight-only with a bf16 cache on an A100, which has no fp8 peak; asking for bf16
+    activations keeps weight-only fp8 on the H100, whose prompts then take longer (bf16 GEMMs
+    at half the fp8 peak)."""
     ask = {"model": "llama-3.1-70b", "parallelism": {"tp": 4}, "batch_sizes": [1, 64]}
     auto = post(client, **ask, precision={"weights": "fp8"})
-    assert (auto["precision"]["activations"], auto["precision"]["kv_cache"]) == ("fp8", "fp8")
+    assert (auto["precision"]["activations"], auto["precision"]["kv_cache"]) == ("fp8", "bf16")
     assert auto["compute_dtype"] == "fp8"
     w8a8 = post(
-        client, **ask, precision={"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+        client, **ask, precision={"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
     )
     assert auto["points"] == w8a8["points"]
+    trt = post(client, **ask, backend="TensorRT-LLM", precision={"weights": "fp8"})
+    assert trt["precision"]["kv_cache"] == "fp8"
+    trt_named = post(
+        client, **ask, backend="trtllm",
+        precision={"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"},
+    )  # fmt: skip
+    assert trt["points"] == trt_named["points"]
+    vllm = post(client, **ask, backend="vllm", precision={"weights": "fp8"})
+    assert vllm["precision"]["kv_cache"] == "bf16"
+    # the fp8 cache holds twice the sequences
+    assert trt["max_batch_size"] > 1.9 * vllm["max_batch_size"]
     w8a16 = post(client, **ask, precision={"weights": "fp8", "activations": "bf16"})
     assert (w8a16["precision"]["activations"], w8a16["precision"]["kv_cache"]) == ("bf16", "bf16")
     assert all(
         slow["ttft_ms"] > fast["ttft_ms"]
         for slow, fast in zip(w8a16["points"], auto["points"], strict=True)
     )
-    ampere = post(client, **ask, accelerator="a100-sxm-80gb", precision={"weights": "fp8"})
+    ampere = post(
+        client, **ask, accelerator="a100-sxm-80gb", backend="trtllm", precision={"weights": "fp8"}
+    )
     assert (ampere["precision"]["activations"], ampere["precision"]["kv_cache"]) == ("bf16", "bf16")
     assert ampere["compute_dtype"] == "bf16"
 

@@ -129,12 +129,48 @@ def test_auto_activations_follow_what_engines_run(
     acc = accelerators[accelerator]
     asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS, kv_cache=AUTO_KV_CACHE)
     assert asked.resolved(ds, acc).activations == activations
-    # the cache follows: fp8 beside 8- and 4-bit float activations, else theirs
+    # no engine named: the cache stays in the model dtype (vLLM's and SGLang's default)
     assert asked.resolved(ds, acc).kv_cache == (
-        "fp8" if activations in ("fp8", "fp4") else activations
+        "bf16" if activations in ("fp8", "fp4") else activations
     )
     explicit = Precision(weights=weights, activations="bf16")
     assert explicit.resolved(ds, acc).activations == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("model", "weights", "accelerator", "backend", "kv_cache"),
+    [
+        # quantized for TensorRT-LLM by Model Optimizer, whose checkpoints carry an fp8 cache
+        ("llama-3.1-70b", "fp8", "h100-sxm", "trtllm", "fp8"),
+        ("llama-3.1-70b", "fp8", "h100-sxm", "TensorRT-LLM", "fp8"),
+        ("llama-3.1-70b", "fp4", "b200", "trtllm", "fp8"),
+        # vLLM and SGLang keep the model dtype unless asked
+        ("llama-3.1-70b", "fp8", "h100-sxm", "vllm", "bf16"),
+        ("llama-3.1-70b", "fp8", "h100-sxm", "sglang", "bf16"),
+        ("llama-3.1-70b", "fp8", "h100-sxm", None, "bf16"),
+        # a natively fp8 checkpoint carries no cache quantization, whatever the engine
+        ("deepseek-v3", NATIVE, "h200-sxm", "trtllm", "bf16"),
+        ("deepseek-v3", "fp8", "h200-sxm", "trtllm", "bf16"),
+        # weight-only fp8 (no fp8 peak) and 16-bit weights keep the 16-bit activations' dtype
+        ("llama-3.1-70b", "fp8", "a100-sxm-80gb", "trtllm", "bf16"),
+        ("llama-3.1-8b", "fp16", "v100-sxm2-32gb", "trtllm", "fp16"),
+    ],
+)
+def test_auto_kv_cache_is_what_the_backend_keeps(
+    models: dict[str, ModelShape],
+    accelerators: dict[str, Accelerator],
+    model: str,
+    weights: str,
+    accelerator: str,
+    backend: str | None,
+    kv_cache: str,
+) -> None:
+    asked = Precision(weights=weights, activations=AUTO_ACTIVATIONS, kv_cache=AUTO_KV_CACHE)
+    got = asked.resolved(models[model], accelerators[accelerator], backend)
+    assert got.kv_cache == kv_cache
+    # a named cache is kept
+    named = Precision(weights=weights, activations=AUTO_ACTIVATIONS, kv_cache="fp8")
+    assert named.resolved(models[model], accelerators[accelerator], "vllm").kv_cache == "fp8"
 
 
 def test_auto_activations_keep_an_experts_only_checkpoint_weight_only(

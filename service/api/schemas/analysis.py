@@ -52,8 +52,9 @@ class PrecisionIn(BaseModel):
     defaults to ``auto``: fp8 beside fp8 weights and fp4 beside fp4 weights on an accelerator
     with that peak (engines run fp8 checkpoints as W8A8 and NVFP4 ones as W4A4 there), else
     16-bit (weight-only quantisation; ``precision.default_activations``). ``kv_cache`` defaults
-    to ``auto``: fp8 beside fp8 or fp4 activations (such deployments quantise the cache too),
-    else the 16-bit activations' dtype. An explicit dtype always wins.
+    to ``auto``: the cache the request's backend keeps, fp8 beside fp8 or fp4 activations on
+    TensorRT-LLM for weights quantized below the model's own dtype, else 16-bit
+    (``precision.default_kv_cache``). An explicit dtype always wins.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -29,10 +29,12 @@ OUTPUTS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 def precision_of(run: Run) -> Precision:
     """Engine precision of a run: unset activations follow 16-bit weights, else bf16 (fp8 and
     fp4 weights have theirs set on the accelerator first, ``fit.compute_dtypes_on``); an unset
-    KV cache is ``precision.default_kv_cache`` (fp8 beside fp8 or fp4 activations)."""
+    KV cache is fp8 beside fp8 or fp4 activations: on the shipped fp8 H100 serving runs a
+    16-bit cache is physically impossible (docs/measurement-formats.md), whatever the engine
+    does by default."""
     default = run.weights_dtype if run.weights_dtype in WIDE_DTYPES else "bf16"
     activations = run.activations_dtype or default
-    kv = run.kv_cache_dtype or default_kv_cache(activations)
+    kv = run.kv_cache_dtype or default_kv_cache(activations, quantized_cache=True)
     return Precision(weights=run.weights_dtype, activations=activations, kv_cache=kv)
 
 
