@@ -86,8 +86,15 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
         f"tp={answer.parallelism.tp} pp={answer.parallelism.pp} ep={answer.parallelism.ep}, "
         f"{answer.precision.weights}/{answer.precision.activations}/{answer.precision.kv_cache}"
     )
+    # a serving sweep's batch sizes are clients (closed loop) or queued requests (offline)
+    mode = (
+        f"serving ({answer.load_pattern.replace('_', ' ')})"
+        if answer.mode == "serving"
+        else answer.mode
+    )
+    engine = f", {answer.backend}" if answer.backend else ""
     title = (
-        f"{answer.model} on {answer.accelerator} ({layout_note}), {answer.mode}, "
+        f"{answer.model} on {answer.accelerator} ({layout_note}), {mode}{engine}, "
         f"{answer.input_tokens} in / {answer.output_tokens} out"
     )
     columns = [

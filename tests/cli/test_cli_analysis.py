@@ -76,6 +76,17 @@ def test_load_pattern_option_reaches_the_request(ridgeline_cli: Invoke, client: 
     assert answer == client.post("/v1/estimates", json=body).json()
 
 
+def test_table_title_names_the_load_pattern_and_backend(ridgeline_cli: Invoke) -> None:
+    """A serving table says whether its batch sizes are clients or queued requests."""
+    common = ("estimate", "llama-3.1-8b", "h100-sxm", "-b", "500", "--mode", "serving",
+              "--calibration", "none")  # fmt: skip
+    offline = ridgeline_cli(*common, "--backend", "trtllm", "--load-pattern", "offline")
+    assert offline.exit_code == 0, offline.stderr
+    assert "serving (offline), trtllm, 1024 in / 128 out" in " ".join(offline.stdout.split())
+    closed = ridgeline_cli(*common)
+    assert "serving (closed loop), 1024 in / 128 out" in " ".join(closed.stdout.split())
+
+
 def test_attention_dp_option_reaches_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
     result = ridgeline_cli(
         "estimate", "deepseek-v3", "h200-sxm", "-b", "64", "--attention-dp", "8", "--ep", "8",
