@@ -74,11 +74,19 @@ class Precision:
     def resolved(
         self, model: ModelShape, accelerator: Accelerator, backend: str | None = None
     ) -> Precision:
-        """Return this precision with ``weights="native"`` replaced by the model's dtype,
+        """Return this precision with ``weights="native"`` replaced by the model's dtype (fp16
+        for a bf16 model on a part without bf16),
         ``activations="auto"`` by what engines run those weights with on ``accelerator``, and
         ``kv_cache="auto"`` by the cache dtype ``backend`` (None: no engine named) keeps beside
         them."""
         weights = model.native_weights_dtype if self.weights == NATIVE else self.weights
+        if (
+            self.weights == NATIVE
+            and weights == "bf16"
+            and not accelerator.peak_tflops.get(weights)
+        ):
+            # engines load a bf16 checkpoint as fp16 on parts without bf16 (V100): same bytes
+            weights = default_activations(weights, accelerator, experts_only=False)
         activations = (
             default_activations(weights, accelerator, model.quantizes_only_experts(weights))
             if self.activations == AUTO_ACTIVATIONS

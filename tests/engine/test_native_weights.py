@@ -187,6 +187,19 @@ def test_auto_activations_keep_an_experts_only_checkpoint_weight_only(
     assert llama.resolved(models["llama-3.1-70b"], b200).compute_dtype == "fp4"
 
 
+def test_native_bf16_weights_load_as_fp16_where_the_part_has_no_bf16(
+    models: dict[str, ModelShape], accelerators: dict[str, Accelerator]
+) -> None:
+    llama, v100 = models["llama-3.1-8b"], accelerators["v100-sxm2-32gb"]
+    native = Precision(weights=NATIVE, activations=AUTO_ACTIVATIONS, kv_cache=AUTO_KV_CACHE)
+    got = native.resolved(llama, v100)
+    assert (got.weights, got.activations, got.kv_cache) == ("fp16", "fp16", "fp16")
+    assert native.resolved(llama, accelerators["h100-sxm"]).weights == "bf16"
+    # weights named bf16 stay as asked
+    named = Precision(weights="bf16", activations=AUTO_ACTIVATIONS).resolved(llama, v100)
+    assert named.weights == "bf16"
+
+
 def test_auto_activations_must_be_resolved_before_use() -> None:
     with pytest.raises(UnsupportedDtypeError, match="activations dtype 'auto'"):
         Precision(activations=AUTO_ACTIVATIONS).validate()
