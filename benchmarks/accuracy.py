@@ -2325,6 +2325,16 @@ ISSUE_11_NOTES = (
     "default, and natively fp8/fp4 checkpoints on any engine); item 39's first version gave "
     "every fp8 request an fp8 cache. Runs are read as before, so no figure above moved (run "
     "once to check). Chosen from the engines' documented defaults, before any held-out number. "
+    "(41) Tried and not merged: profiles fitted without the NCCL table (collectives at their "
+    "spec-sheet defaults, bandwidth fraction 0.85 where the table's fit gives 0.57), after "
+    "reading that a vLLM profile fitted on two TP sizes predicts the third with a TP-dependent "
+    "bias (tp 8 held out 1.04× measured, tp 2 0.95×, the spec sheet 0.99× both). Seen: "
+    "(backend, tp) TPOT vLLM 3.6 → 2.9%, TensorRT-LLM 4.2 → 4.0%, static → serving TPOT 5.6 → "
+    "3.9% (both FAIL cells gone), groups within 72–88% 15 → 20 of 71 (spreads not re-copied); "
+    "worse: (backend, tp) TTFT vLLM 9.6 → 12.0%, TensorRT-LLM 12.1 → 16.1%, SGLang TPOT 4.0 → "
+    "4.4%, concurrency ≤ 32 → ≥ 64 TPOT 7.1 → 8.0%, gpt-oss-120b held out TPOT 8.4 → 9.9% (a "
+    "new FAIL), 15 FAIL cells either way. Mixed, so the measured collectives stay: the table "
+    "is NCCL, which the engines use for the large all-reduces of prompt chunks. "
     "Splits and the data were not changed after seeing results."
 )
 
