@@ -93,7 +93,7 @@ class Precision:
             else self.activations
         )
         if self.kv_cache == AUTO_KV_CACHE:
-            requantized = weights != model.native_weights_dtype
+            requantized = self.weights not in (NATIVE, model.native_weights_dtype)
             engine = canonical_backend(backend or "")
             quantized_cache = requantized and engine in QUANTIZED_CACHE_BACKENDS
             kv_cache = default_kv_cache(activations, quantized_cache)
