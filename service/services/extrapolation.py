@@ -9,10 +9,12 @@ import numpy.typing as npt
 
 from service.engine.calibration.domain import (
     Domain,
+    Extrapolation,
     extrapolation,
     extrapolation_amounts,
     model_kind,
 )
+from service.engine.calibration.intervals import kind_widening
 from service.engine.calibration.priors import Prior
 from service.engine.calibration.reach import within_reach
 from service.engine.efficiency import EfficiencyParams
@@ -99,7 +101,32 @@ def domain_extrapolation(
         )
         for metric in ("ttft_ms", "tpot_ms")
     }
-    return [e.as_dict() for e in found], amounts
+    model_kind_outside = any(e.kind == "model_kind" for e in found)
+    items = [
+        {**e.as_dict(), "widening": _widening(profile, e, mode, model_kind_outside)} for e in found
+    ]
+    return items, amounts
+
+
+def _widening(
+    profile: Mapping[str, Any], item: Extrapolation, mode: str, model_kind_outside: bool
+) -> dict[str, Any] | None:
+    """How far one extrapolation item widens the answer's intervals: the kind it counts under,
+    the measured log-spread per metric (per doubling for numeric kinds) and where it was
+    measured (``intervals.kind_widening``). Each kind widens once, at its largest amount, and
+    kinds add in quadrature. None for a profile stored before spreads were measured."""
+    if "extrapolation_spreads" not in profile:
+        return None
+    kind = item.widening_kind(model_kind_outside)
+    out: dict[str, Any] = {"kind": kind, "per_doubling": False, "doublings": item.doublings}
+    for metric in ("ttft_ms", "tpot_ms"):
+        spread, source = kind_widening(profile, metric, mode, kind)
+        if metric == "ttft_ms" and mode == "static" and item.dimension == "output_tokens":
+            spread, source = None, None  # a static batch's TTFT is its prefill
+        out[f"{metric}_log_sigma"] = None if spread is None else spread.log_sigma
+        out[f"{metric}_source"] = source
+        out["per_doubling"] = out["per_doubling"] or bool(spread and spread.per_doubling)
+    return out
 
 
 def reach_params(

@@ -27,6 +27,7 @@ from service.client.measurement_files import read_measurement_file
 from service.db.calibration_repository import CalibrationRepository
 from service.db.session import make_engine, make_session_factory, session_scope
 from service.engine.calibration.fit import CalibrationResult
+from service.engine.calibration.intervals import DEFAULT_SPREADS, Z_90
 from service.engine.efficiency import EfficiencyParams
 from service.engine.estimate import estimate as engine_estimate
 from service.engine.precision import Precision
@@ -599,6 +600,44 @@ def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_interv
         "admission_wait_steps",
         "prefill_queue_ln_prompts",
     }
+
+
+def test_each_extrapolation_item_says_how_far_it_widens_the_interval(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    """Moved to an H200 at 8× the largest fitted concurrency, the answer names the two kinds it
+    widens under with their measured spreads, and its TPOT band is the in-domain band widened
+    by exactly those, in quadrature."""
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+    intervals = serving_profile["intervals"]
+    high = serving_profile["fit"]["domain"]["ranges"]["concurrency"]["high"]
+    moved = estimate(
+        client, accelerator="h200-sxm", calibration=serving_profile["id"], precision=fp8,
+        batch_sizes=[int(high) * 8],
+    )  # fmt: skip
+    items = {e["dimension"]: e["widening"] for e in moved["calibration"]["extrapolation"]}
+    assert set(items) == {"accelerator", "concurrency"}
+    crowd, transfer = items["concurrency"], items["accelerator"]
+    assert crowd["kind"] == "concurrency_above" and crowd["per_doubling"]
+    assert crowd["doublings"] == pytest.approx(3.0)
+    own = intervals["extrapolation_spreads"]["serving.tpot_ms"].get("concurrency_above")
+    measured = (
+        own["log_sigma"]
+        if own is not None
+        else DEFAULT_SPREADS["serving.tpot_ms"]["concurrency_above"].log_sigma
+    )
+    assert crowd["tpot_ms_source"] == ("profile" if own is not None else "default")
+    assert crowd["tpot_ms_log_sigma"] == pytest.approx(measured)
+    assert transfer == {
+        "kind": "accelerator", "per_doubling": False, "doublings": None,
+        "ttft_ms_log_sigma": intervals["transfer_log_sigma"], "ttft_ms_source": "transfer",
+        "tpot_ms_log_sigma": intervals["transfer_log_sigma"], "tpot_ms_source": "transfer",
+    }  # fmt: skip
+    band = intervals["residual_quantiles"]["serving.tpot_ms"]
+    half = (band["log_high"] - band["log_low"]) / 2.0
+    sigma = math.hypot(transfer["tpot_ms_log_sigma"], measured * crowd["doublings"])
+    width = 2.0 * math.sqrt(half**2 + (Z_90 * sigma) ** 2)
+    assert math.log(_relative_width(moved["points"][0], "tpot_ms")) == pytest.approx(width)
 
 
 def test_profile_transfers_to_another_accelerator(

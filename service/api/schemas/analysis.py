@@ -233,6 +233,34 @@ class OperatorOut(BaseModel):
     time_ms: float
 
 
+class WideningOut(BaseModel):
+    """The interval widening of one extrapolation item, measured on held-out extrapolations.
+
+    A band of half-width h (log) becomes √(h² + (1.2816·σ)²), σ the quadrature sum over the
+    kinds a request extrapolates in, each once at its largest amount (per doubling:
+    ``log_sigma`` × ``doublings``)."""
+
+    kind: str = Field(
+        description="Widening kind: model, model_kind, backend, mode, accelerator, "
+        "concurrency_above/_below, length_above/_below, gpus_above/_below, load_pattern."
+    )
+    per_doubling: bool = Field(description="The spread is per doubling outside the range.")
+    doublings: float | None = Field(
+        description="log2 distance of `requested` outside the fitted range (numeric items)."
+    )
+    ttft_ms_log_sigma: float | None = Field(
+        description="Log-spread added to the TTFT band (null: nothing measures this kind, "
+        "which then does not widen it)."
+    )
+    ttft_ms_source: Literal["profile", "default", "transfer"] | None = Field(
+        description="profile: measured on the profile's own runs; default: on the shipped "
+        "benchmark (benchmarks/results/accuracy.md §11a); transfer: the accelerator transfer "
+        "spread."
+    )
+    tpot_ms_log_sigma: float | None
+    tpot_ms_source: Literal["profile", "default", "transfer"] | None
+
+
 class ExtrapolationOut(BaseModel):
     """One dimension of the request outside what the profile was fitted on."""
 
@@ -247,6 +275,11 @@ class ExtrapolationOut(BaseModel):
     fitted_high: float | None = None
     fitted_values: list[str] = Field(
         default_factory=list, description="Fitted values, categorical dimensions."
+    )
+    widening: WideningOut | None = Field(
+        default=None,
+        description="How far this item widens the 80% intervals (null: a profile stored "
+        "before extrapolation spreads were measured).",
     )
 
 

@@ -12,6 +12,7 @@ measures (``intervals``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from service.engine.shapes import ModelShape
 Run = StaticMeasurement | ServingMeasurement
 # Kinds that apply whole once a request is outside (numeric kinds apply per doubling).
 WHOLE_KINDS = ("model", "model_kind", "mode", "backend")
+# Numeric kinds whose spreads are measured per direction (intervals.directed).
+DIRECTED_KINDS = ("concurrency", "length", "gpus")
 # Numeric dimensions and the request feature each is checked against.
 NUMERIC = ("batch_size", "concurrency", "input_tokens", "output_tokens", "gpus", "layers")
 # Which widening kind (a key of intervals.DEFAULT_SPREADS) each dimension belongs to.
@@ -92,6 +95,26 @@ class Extrapolation:
     def kind(self) -> str:
         """Widening kind of this dimension (``model``, ``concurrency``, ``length``, ...)."""
         return KIND_OF[self.dimension]
+
+    @property
+    def doublings(self) -> float | None:
+        """log2 distance of the requested value outside the fitted range (numeric dimensions)."""
+        if self.fitted_low is None or self.fitted_high is None or isinstance(self.requested, str):
+            return None
+        v = max(float(self.requested), 1e-12)
+        return max(math.log2(self.fitted_low / v), math.log2(v / self.fitted_high), 0.0)
+
+    def widening_kind(self, model_kind_outside: bool) -> str:
+        """The kind this dimension widens an interval under (``extrapolation_amounts``):
+        numeric kinds by direction; a model's traits under ``model_kind`` when the model's
+        kind lies outside too (that spread stands for the whole model)."""
+        kind = self.kind
+        if kind == "model" and model_kind_outside:
+            return "model_kind"
+        if kind in DIRECTED_KINDS and self.fitted_high is not None:
+            above = not isinstance(self.requested, str) and self.requested > self.fitted_high
+            return directed(kind, "above" if above else "below")
+        return kind
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form (the API's ``calibration.extrapolation`` item)."""

@@ -126,16 +126,28 @@ def spread_sigma(
     the profile did not measure takes ``DEFAULT_SPREADS[metric]`` (benchmarks/accuracy.py); a
     profile stored before spreads had directions gives its undirected ``concurrency`` spread.
     """
-    defaults = DEFAULT_SPREADS.get(metric, {})
     total: NDArray[np.float64] = np.zeros(())
     for kind, amount in kinds.items():
-        spread = spreads.get(kind) or spreads.get(_undirected(kind)) or defaults.get(kind)
+        spread, _ = measured_spread(spreads, kind, metric)
         if spread is None:
             continue
         a = np.asarray(amount, dtype=float)
         scale = a if spread.per_doubling else (a > 0).astype(float)
         total = total + (spread.log_sigma * scale) ** 2
     return np.asarray(np.sqrt(total), dtype=np.float64)
+
+
+def measured_spread(
+    spreads: Mapping[str, ExtrapolationSpread], kind: str, metric: str
+) -> tuple[ExtrapolationSpread | None, str | None]:
+    """The spread of ``kind`` for ``metric`` and where it was measured: on the profile's own
+    runs (``profile``), else on the shipped benchmark (``default``, ``DEFAULT_SPREADS``);
+    (None, None) when nothing measures the kind, which then does not widen."""
+    own = spreads.get(kind) or spreads.get(_undirected(kind))
+    if own is not None:
+        return own, "profile"
+    default = DEFAULT_SPREADS.get(metric, {}).get(kind)
+    return (default, "default") if default is not None else (None, None)
 
 
 # Extra log-spread per metric and extrapolation kind where a profile's own runs cannot measure
@@ -288,6 +300,29 @@ def _mode_key(metric: str, mode: str) -> str:
     return key if "mode" in DEFAULT_SPREADS.get(key, {}) else f"{mode}.latency_ms"
 
 
+def spread_key(profile: Mapping[str, Any], metric: str, mode: str, kind: str = "") -> str:
+    """The key whose extrapolation spreads widen ``metric`` of a ``mode`` estimate: that of the
+    residuals the band itself comes from, but for the ``mode`` kind that of the mode predicted
+    (``_mode_key``)."""
+    if kind == "mode":
+        return _mode_key(metric, mode)
+    table = profile.get("residual_quantiles", {})
+    keys = _metric_keys(metric, mode)
+    return next((k for k in keys if k in table), keys[0])
+
+
+def kind_widening(
+    profile: Mapping[str, Any], metric: str, mode: str, kind: str
+) -> tuple[ExtrapolationSpread | None, str | None]:
+    """The measured spread one extrapolation kind widens ``metric``'s band by, and its source
+    (``measured_spread``); an accelerator the profile is transferred to widens by
+    ``TRANSFER_LOG_SIGMA`` (source ``transfer``)."""
+    if kind == "accelerator":
+        return _spread(TRANSFER_LOG_SIGMA), "transfer"
+    key = spread_key(profile, metric, mode, kind)
+    return measured_spread(stored_spreads(profile).get(key, {}), kind, key)
+
+
 def stored_quantiles(profile: Mapping[str, Any], metric: str, mode: str) -> ResidualQuantiles:
     """Held-out residual quantiles of a stored profile for ``metric`` (fallback band if none)."""
     table: Mapping[str, Mapping[str, Any]] = profile.get("residual_quantiles", {})
@@ -321,17 +356,13 @@ def prediction_interval(
     if transferred is None:
         transferred = profile.get("transferred_from") is not None
     if extrapolating is not None and "extrapolation_spreads" in profile:
-        # the spreads of the residual key the band itself comes from, but for the mode: that
-        # of the mode predicted (_mode_key)
-        table = profile.get("residual_quantiles", {})
-        keys = _metric_keys(metric, mode)
-        key = next((k for k in keys if k in table), keys[0])
         spreads = stored_spreads(profile)
         kinds = dict(extrapolating)
         mode_amount = kinds.pop("mode", None)
+        key = spread_key(profile, metric, mode)
         sigma = spread_sigma(spreads.get(key, {}), kinds, key)
         if mode_amount is not None:
-            target = _mode_key(metric, mode)
+            target = spread_key(profile, metric, mode, kind="mode")
             across = spread_sigma(spreads.get(target, {}), {"mode": mode_amount}, target)
             sigma = np.hypot(sigma, across)
         return interval(
