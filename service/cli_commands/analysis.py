@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.api.schemas.analysis import EstimateResponse, IntensityResponse
+from service.api.schemas.analysis import EstimateResponse, ExtrapolationOut, IntensityResponse
 from service.api.schemas.traffic import TrafficOut
 from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
@@ -32,13 +32,26 @@ ModelArg = Annotated[str, typer.Argument(help="Model id, e.g. llama-3.1-70b.")]
 AcceleratorArg = Annotated[str, typer.Argument(help="Accelerator id, e.g. h100-sxm.")]
 
 
-def _calibration_note(calibration: Any) -> str:
+def calibration_note(calibration: Any) -> str:
     if calibration is None:
         return "spec-sheet roofline (no calibration)"
     note = f"calibration {calibration.name} ({calibration.id})"
     if calibration.transferred_from:
         note += f", transferred from {calibration.transferred_from}"
+    outside = [_outside(item) for item in calibration.extrapolation]
+    if outside:
+        note += "; outside its fit (intervals widened): " + ", ".join(outside)
     return note
+
+
+def _outside(item: ExtrapolationOut) -> str:
+    """``concurrency 512 (fitted 8-128)`` or ``model deepseek-r1 (fitted qwen3-32b)``."""
+    requested = item.requested if isinstance(item.requested, str) else f"{item.requested:g}"
+    if item.fitted_low is not None and item.fitted_high is not None:
+        fitted = f"{item.fitted_low:g}-{item.fitted_high:g}"
+    else:
+        fitted = "/".join(item.fitted_values)
+    return f"{item.dimension} {requested} (fitted {fitted})"
 
 
 def estimate_rows(answer: EstimateResponse) -> Iterable[Mapping[str, Any]]:
@@ -126,7 +139,7 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
         f"ridge point {number(answer.ridge_point_flop_per_byte)} FLOP/byte, "
         f"decode compute-bound from batch {critical if critical is not None else '-'}, "
         f"{number(answer.points[0].memory.capacity_gb) if answer.points else '-'} GB per GPU, "
-        f"KV cache fits {answer.max_batch_size} sequences; {_calibration_note(answer.calibration)}"
+        f"KV cache fits {answer.max_batch_size} sequences; {calibration_note(answer.calibration)}"
     )
 
 

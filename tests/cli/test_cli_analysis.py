@@ -13,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import Result
 
+from service.api.schemas.analysis import CalibrationOut
+from service.cli_commands.analysis import calibration_note
 from service.cli_commands.output import number
 from service.client import Ridgeline
 
@@ -85,6 +87,21 @@ def test_table_title_names_the_load_pattern_and_backend(ridgeline_cli: Invoke) -
     assert "serving (offline), trtllm, 1024 in / 128 out" in " ".join(offline.stdout.split())
     closed = ridgeline_cli(*common)
     assert "serving (closed loop), 1024 in / 128 out" in " ".join(closed.stdout.split())
+
+
+def test_table_footer_names_what_lies_outside_the_profile() -> None:
+    calibration = CalibrationOut.model_validate(
+        {"id": "cal_1", "name": "h100 serving", "transferred_from": "h100-sxm",
+         "extrapolation": [
+             {"dimension": "concurrency", "requested": 512.0, "fitted_low": 8.0,
+              "fitted_high": 128.0},
+             {"dimension": "model", "requested": "deepseek-r1", "fitted_values": ["qwen3-32b"]},
+         ]}
+    )  # fmt: skip
+    assert calibration_note(calibration) == (
+        "calibration h100 serving (cal_1), transferred from h100-sxm; outside its fit "
+        "(intervals widened): concurrency 512 (fitted 8-128), model deepseek-r1 (fitted qwen3-32b)"
+    )
 
 
 def test_attention_dp_option_reaches_the_request(ridgeline_cli: Invoke, client: TestClient) -> None:
