@@ -80,13 +80,9 @@ class Precision:
         ``kv_cache="auto"`` by the cache dtype ``backend`` (None: no engine named) keeps beside
         them."""
         weights = model.native_weights_dtype if self.weights == NATIVE else self.weights
-        if (
-            self.weights == NATIVE
-            and weights == "bf16"
-            and not accelerator.peak_tflops.get(weights)
-        ):
+        if self.weights == NATIVE and weights == "bf16":
             # engines load a bf16 checkpoint as fp16 on parts without bf16 (V100): same bytes
-            weights = default_activations(weights, accelerator, experts_only=False)
+            weights = sixteen_bit_on(accelerator)
         activations = (
             default_activations(weights, accelerator, model.quantizes_only_experts(weights))
             if self.activations == AUTO_ACTIVATIONS
@@ -185,6 +181,11 @@ def default_activations(weights: str, accelerator: Accelerator, experts_only: bo
     """
     if weights in ("fp8", "fp4") and not experts_only and accelerator.peak_tflops.get(weights):
         return weights
+    return sixteen_bit_on(accelerator)
+
+
+def sixteen_bit_on(accelerator: Accelerator) -> str:
+    """The 16-bit dtype ``accelerator`` computes in: bf16, or fp16 on parts without bf16."""
     try:
         return accelerator.sixteen_bit_dtype()
     except UnsupportedDtypeError:

@@ -13,8 +13,13 @@ from service.engine.calibration.domain import (
     extrapolation,
     extrapolation_amounts,
     model_kind,
+    model_kind_outside,
 )
-from service.engine.calibration.intervals import kind_widening
+from service.engine.calibration.intervals import (
+    ExtrapolationSpread,
+    kind_widening,
+    stored_spreads,
+)
 from service.engine.calibration.priors import Prior
 from service.engine.calibration.reach import within_reach
 from service.engine.efficiency import EfficiencyParams
@@ -101,31 +106,39 @@ def domain_extrapolation(
         )
         for metric in ("ttft_ms", "tpot_ms")
     }
-    model_kind_outside = any(e.kind == "model_kind" for e in found)
+    spreads = stored_spreads(profile) if "extrapolation_spreads" in profile else None
+    outside_kind = model_kind_outside(found)
     items = [
-        {**e.as_dict(), "widening": _widening(profile, e, mode, model_kind_outside)} for e in found
+        {**e.as_dict(), "widening": _widening(profile, spreads, e, mode, outside_kind)}
+        for e in found
     ]
     return items, amounts
 
 
 def _widening(
-    profile: Mapping[str, Any], item: Extrapolation, mode: str, model_kind_outside: bool
+    profile: Mapping[str, Any],
+    spreads: Mapping[str, Mapping[str, ExtrapolationSpread]] | None,
+    item: Extrapolation,
+    mode: str,
+    outside_kind: bool,
 ) -> dict[str, Any] | None:
     """How far one extrapolation item widens the answer's intervals: the kind it counts under,
     the measured log-spread per metric (per doubling for numeric kinds) and where it was
     measured (``intervals.kind_widening``). Each kind widens once, at its largest amount, and
     kinds add in quadrature. None for a profile stored before spreads were measured."""
-    if "extrapolation_spreads" not in profile:
+    if spreads is None:
         return None
-    kind = item.widening_kind(model_kind_outside)
-    out: dict[str, Any] = {"kind": kind, "per_doubling": False, "doublings": item.doublings}
+    kind = item.widening_kind(outside_kind)
+    out: dict[str, Any] = {"kind": kind, "doublings": item.doublings}
+    measured = []
     for metric in ("ttft_ms", "tpot_ms"):
-        spread, source = kind_widening(profile, metric, mode, kind)
+        spread, source = kind_widening(profile, spreads, metric, mode, kind)
         if metric == "ttft_ms" and mode == "static" and item.dimension == "output_tokens":
             spread, source = None, None  # a static batch's TTFT is its prefill
         out[f"{metric}_log_sigma"] = None if spread is None else spread.log_sigma
         out[f"{metric}_source"] = source
-        out["per_doubling"] = out["per_doubling"] or bool(spread and spread.per_doubling)
+        measured += [spread] if spread is not None else []
+    out["per_doubling"] = any(s.per_doubling for s in measured)
     return out
 
 

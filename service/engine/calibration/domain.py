@@ -30,8 +30,9 @@ from service.engine.shapes import ModelShape
 Run = StaticMeasurement | ServingMeasurement
 # Kinds that apply whole once a request is outside (numeric kinds apply per doubling).
 WHOLE_KINDS = ("model", "model_kind", "mode", "backend")
-# Numeric kinds whose spreads are measured per direction (intervals.directed).
-DIRECTED_KINDS = ("concurrency", "length", "gpus")
+# Numeric kinds whose spreads are measured per direction (intervals.directed; the keys of
+# extrapolation_cv.NUMERIC_KINDS).
+PER_DIRECTION_KINDS = ("concurrency", "length", "gpus")
 # Numeric dimensions and the request feature each is checked against.
 NUMERIC = ("batch_size", "concurrency", "input_tokens", "output_tokens", "gpus", "layers")
 # Which widening kind (a key of intervals.DEFAULT_SPREADS) each dimension belongs to.
@@ -107,11 +108,13 @@ class Extrapolation:
     def widening_kind(self, model_kind_outside: bool) -> str:
         """The kind this dimension widens an interval under (``extrapolation_amounts``):
         numeric kinds by direction; a model's traits under ``model_kind`` when the model's
-        kind lies outside too (that spread stands for the whole model)."""
+        kind lies outside too (measured on held-out models of another kind than any fitted
+        one, that spread is the whole model extrapolation, not an addition to the same-kind
+        one)."""
         kind = self.kind
         if kind == "model" and model_kind_outside:
             return "model_kind"
-        if kind in DIRECTED_KINDS and self.fitted_high is not None:
+        if kind in PER_DIRECTION_KINDS and self.fitted_high is not None:
             above = not isinstance(self.requested, str) and self.requested > self.fitted_high
             return directed(kind, "above" if above else "below")
         return kind
@@ -375,11 +378,13 @@ def extrapolation_amounts(
         )
     if "gpus" in dims:
         add("gpus", *(float(a) for a in doublings_below_above(domain, "gpus", gpus)))
+    outside_kind = model_kind_outside(found)
     for e in found:
         if e.kind in WHOLE_KINDS:
-            out[e.kind] = 1.0
-    if "model_kind" in out:
-        # measured on held-out models of another kind (dense, MoE, MLA) than any fitted one:
-        # that spread is the whole model extrapolation, not an addition to the same-kind one
-        out.pop("model", None)
+            out[e.widening_kind(outside_kind)] = 1.0
     return out
+
+
+def model_kind_outside(found: Sequence[Extrapolation]) -> bool:
+    """Whether the requested model is of a kind (dense, MoE, MLA) no fitted model is."""
+    return any(e.kind == "model_kind" for e in found)

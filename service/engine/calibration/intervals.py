@@ -312,15 +312,19 @@ def spread_key(profile: Mapping[str, Any], metric: str, mode: str, kind: str = "
 
 
 def kind_widening(
-    profile: Mapping[str, Any], metric: str, mode: str, kind: str
+    profile: Mapping[str, Any],
+    spreads: Mapping[str, Mapping[str, ExtrapolationSpread]],
+    metric: str,
+    mode: str,
+    kind: str,
 ) -> tuple[ExtrapolationSpread | None, str | None]:
     """The measured spread one extrapolation kind widens ``metric``'s band by, and its source
-    (``measured_spread``); an accelerator the profile is transferred to widens by
-    ``TRANSFER_LOG_SIGMA`` (source ``transfer``)."""
+    (``measured_spread``; ``spreads``: the profile's ``stored_spreads``); an accelerator the
+    profile is transferred to widens by ``TRANSFER_LOG_SIGMA`` (source ``transfer``)."""
     if kind == "accelerator":
         return _spread(TRANSFER_LOG_SIGMA), "transfer"
     key = spread_key(profile, metric, mode, kind)
-    return measured_spread(stored_spreads(profile).get(key, {}), kind, key)
+    return measured_spread(spreads.get(key, {}), kind, key)
 
 
 def stored_quantiles(profile: Mapping[str, Any], metric: str, mode: str) -> ResidualQuantiles:

@@ -120,14 +120,9 @@ BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {
 }
 
 
-def backend_key(backend: str | None) -> str:
-    """The prior set's name for a backend as written ("" for none)."""
-    return canonical_backend(backend or "")
-
-
 def prior_backend(backends: Collection[str | None]) -> str:
     """The prior set for runs of ``backends``: that engine's if there is exactly one known."""
-    named = {backend_key(b) for b in backends if b}
+    named = {canonical_backend(b) for b in backends if b}
     if len(named) == 1:
         only = next(iter(named))
         if only in BACKEND_PRIORS:
@@ -137,7 +132,7 @@ def prior_backend(backends: Collection[str | None]) -> str:
 
 def priors_for(backend: str) -> Mapping[str, Prior]:
     """Priors of a backend (the generic set for an unknown one)."""
-    return BACKEND_PRIORS.get(backend_key(backend), BACKEND_PRIORS[GENERIC])
+    return BACKEND_PRIORS.get(canonical_backend(backend or ""), BACKEND_PRIORS[GENERIC])
 
 
 def with_engine_priors(params: EfficiencyParams, backend: str | None) -> EfficiencyParams:
@@ -148,7 +143,7 @@ def with_engine_priors(params: EfficiencyParams, backend: str | None) -> Efficie
     generator's admission wait stays at its spec-sheet value. No backend, or an unknown one,
     keeps ``params``' own values.
     """
-    own = BACKEND_PRIORS.get(backend_key(backend))
+    own = BACKEND_PRIORS.get(canonical_backend(backend or ""))
     if own is None:
         return params
     return params.replace(**{n: p.mean for n, p in own.items() if engine_side(n)})
