@@ -56,6 +56,7 @@ from service.services.calibration_uploads import (
     referenced_models,
     split_by_backend,
     stored_measurement_json,
+    with_runs_backend,
 )
 from service.services.catalog import CatalogService, Page
 from service.services.errors import FieldError, NotFoundError, ServiceError
@@ -332,6 +333,7 @@ class CalibrationService:
             replay = self._replay(owner, idempotency_key, fingerprint)
             if replay is not None:
                 return replay
+        upload = with_runs_backend(upload)
         accelerator, models = self.check(upload, limits)
         base = self.kernel_base(upload, owner)
         # Nothing is written yet: end the read transaction so neither a pooled connection nor

@@ -430,6 +430,28 @@ def check_one_backend(upload: CalibrationUpload) -> None:
         )
 
 
+def with_runs_backend(upload: CalibrationUpload) -> CalibrationUpload:
+    """An upload that declares no backend takes the one backend its runs name, so its profile
+    is that engine's and ``auto`` chooses it only for that engine's requests (a generic
+    profile would be chosen for every engine's). Unchanged when a backend is declared, when
+    the runs name none or several, or when the name cannot be a profile's backend."""
+    counts = backends_of(upload.measurements)
+    if upload.metadata.backend or len(counts) != 1:
+        return upload
+    backend = next(iter(counts))
+    if len(backend) > BACKEND_MAX_CHARS or not re.fullmatch(BACKEND_PATTERN, backend):
+        return upload
+    note = (
+        f"backend: none was given, so the profile takes the one its runs name ({backend}); "
+        f"'auto' chooses it for {backend} requests"
+    )
+    return dataclasses.replace(
+        upload,
+        metadata=dataclasses.replace(upload.metadata, backend=backend),
+        warnings=(*upload.warnings, note),
+    )
+
+
 def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
     """One upload per backend the runs name, in first-seen order; kernel measurements (which
     name no backend) go to every part. A run naming no backend, or a declared backend, cannot
