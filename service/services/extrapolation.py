@@ -42,7 +42,13 @@ def request_extrapolation(
     load_pattern: str = "closed_loop",
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
     """The ``calibration.extrapolation`` items of an estimate and, per metric, the interval
-    widening amounts by kind (``domain_extrapolation``)."""
+    widening amounts by kind (``domain_extrapolation``).
+
+    The load checked against the fitted concurrencies is the running batch, the requests the
+    engine runs at once: clients or queued requests beyond it only wait, and that wait, priced
+    from the running batch's steps, is banded by the TPOT interval (``intervals``). Checking
+    the clients would widen an offline queue of 3,000 requests as if the engine ran 3,000.
+    """
     return domain_extrapolation(
         profile,
         model,
@@ -51,7 +57,7 @@ def request_extrapolation(
         backend=backend,
         load_pattern=load_pattern,
         mode=result.mode,
-        batch_sizes=result.batch_size,
+        batch_sizes=result.running_batch_size,
         input_tokens=float(result.input_tokens),
         output_tokens=float(result.output_tokens),
         gpus=float(result.gpus_per_replica),

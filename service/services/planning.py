@@ -260,7 +260,7 @@ class ProfileUpperBound:
             weights_dtype=self.weights_dtype,
             backend=self.backend,
             mode=self.mode,
-            batch_sizes=result.batch_size,
+            batch_sizes=result.running_batch_size,  # as request_extrapolation
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             gpus=self.gpus,

@@ -583,7 +583,10 @@ def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_interv
     fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
     inside = estimate(client, precision=fp8, batch_sizes=[int(low), int(high)])
     assert inside["calibration"]["extrapolation"] == []
-    far = estimate(client, precision=fp8, batch_sizes=[int(high) * 8])
+    # an fp8 cache on two GPUs runs more than the fitted concurrencies at once
+    roomy = {**fp8, "kv_cache": "fp8"}
+    far = estimate(client, precision=roomy, parallelism={"tp": 2}, batch_sizes=[int(high) * 8])
+    assert far["points"][0]["running_batch_size"] > high
     assert [e["dimension"] for e in far["calibration"]["extrapolation"]] == ["concurrency"]
     assert _relative_width(far["points"][0], "tpot_ms") > _relative_width(
         inside["points"][1], "tpot_ms"
@@ -605,21 +608,24 @@ def test_estimates_inside_the_domain_report_no_extrapolation_and_narrower_interv
 def test_each_extrapolation_item_says_how_far_it_widens_the_interval(
     client: TestClient, serving_profile: dict[str, Any]
 ) -> None:
-    """Moved to an H200 at 8× the largest fitted concurrency, the answer names the two kinds it
-    widens under with their measured spreads, and its TPOT band is the in-domain band widened
-    by exactly those, in quadrature."""
-    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+    """Moved to an H200 with 8× the largest fitted concurrency of clients, the answer names the
+    two kinds it widens under with their measured spreads, and its TPOT band is the in-domain
+    band widened by exactly those, in quadrature (the running batch, what the H200's memory
+    holds at once, is what lies beyond the fitted concurrencies)."""
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
     intervals = serving_profile["intervals"]
     high = serving_profile["fit"]["domain"]["ranges"]["concurrency"]["high"]
     moved = estimate(
         client, accelerator="h200-sxm", calibration=serving_profile["id"], precision=fp8,
-        batch_sizes=[int(high) * 8],
+        parallelism={"tp": 2}, batch_sizes=[int(high) * 8],
     )  # fmt: skip
     items = {e["dimension"]: e["widening"] for e in moved["calibration"]["extrapolation"]}
     assert set(items) == {"accelerator", "concurrency"}
     crowd, transfer = items["concurrency"], items["accelerator"]
     assert crowd["kind"] == "concurrency_above" and crowd["per_doubling"]
-    assert crowd["doublings"] == pytest.approx(3.0)
+    running = moved["points"][0]["running_batch_size"]
+    assert high < running <= 8 * high
+    assert crowd["doublings"] == pytest.approx(math.log2(running / high))
     own = intervals["extrapolation_spreads"]["serving.tpot_ms"].get("concurrency_above")
     measured = (
         own["log_sigma"]
@@ -745,6 +751,32 @@ def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
     )  # fmt: skip
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "load_pattern"
+
+
+def test_queued_requests_beyond_the_running_batch_are_no_extrapolation(
+    client: TestClient, serving_profile: dict[str, Any]
+) -> None:
+    """Offline queues of 2,000 and 8,000 requests run the same batch at once (KV room caps it):
+    the domain check and the TPOT band see that running batch, not the queue; the longer
+    queue only waits longer."""
+    fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+    answer = estimate(
+        client, precision=fp8, parallelism={"tp": 2}, batch_sizes=[2000, 8000],
+        load_pattern="offline",
+    )  # fmt: skip
+    short, long = answer["points"]
+    running = short["running_batch_size"]
+    assert running == long["running_batch_size"] < 2000
+    assert long["queue_wait_ms"] > short["queue_wait_ms"] > 0
+    assert (long["tpot_ms_p10"], long["tpot_ms_p90"]) == (
+        short["tpot_ms_p10"],
+        short["tpot_ms_p90"],
+    )
+    items = {e["dimension"]: e for e in answer["calibration"]["extrapolation"]}
+    assert items["concurrency"]["requested"] == running
+    assert items["concurrency"]["widening"]["doublings"] == pytest.approx(
+        math.log2(running / items["concurrency"]["fitted_high"])
+    )
 
 
 def test_sweep_chart_shades_the_calibrated_interval(

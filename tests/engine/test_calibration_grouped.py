@@ -33,6 +33,7 @@ TRUE = {
     "admission_wait_steps": 3.0,
     "prefill_queue_ln_prompts": 0.5,
 }
+TRUE_PARAMS = DEFAULT_EFFICIENCY.replace(**TRUE)
 Run = StaticMeasurement | ServingMeasurement
 
 
@@ -98,7 +99,23 @@ def _one_by_one(run: Run, params: EfficiencyParams) -> dict[str, float]:
         "ttft_ms": float(result.ttft_ms[0]),
         "tpot_ms": float(result.tpot_ms[0]),
         "e2e_latency_ms": float(result.e2e_latency_ms[0]),
+        "running_batch_size": float(result.running_batch_size[0]),
     }
+
+
+def test_running_batches_are_what_each_run_estimate_holds_at_once() -> None:
+    """The load an estimate checks against a profile's domain: a static run's batch; a serving
+    run's clients, capped by KV room (256 Qwen3-32B clients of 9,000 tokens on two H100s)."""
+    runs = _shells()
+    running = RunPredictor(runs, H100, MODELS).running_batches()
+    single = [_one_by_one(r, TRUE_PARAMS)["running_batch_size"] for r in runs]
+    np.testing.assert_array_equal(running, single)
+    for r, held in zip(runs, running, strict=True):
+        if isinstance(r, StaticMeasurement):
+            assert held == r.batch_size
+    capped = [held < r.concurrency for r, held in zip(runs, running, strict=True)
+              if isinstance(r, ServingMeasurement)]  # fmt: skip
+    assert any(capped) and not all(capped)
 
 
 @pytest.mark.parametrize("params", [DEFAULT_EFFICIENCY, DEFAULT_EFFICIENCY.replace(**TRUE)])

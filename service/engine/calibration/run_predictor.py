@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
-from service.engine.efficiency import EfficiencyParams, engine_only
-from service.engine.estimate import estimate_stacked
+from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams, engine_only
+from service.engine.estimate import EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.parallel import Parallelism
 from service.engine.precision import WIDE_DTYPES, Precision, default_kv_cache
@@ -141,24 +141,37 @@ class RunPredictor:
         for s in self.stacks:
             if s.mode not in wanted:
                 continue
-            results = estimate_stacked(
-                s.model,
-                [self.accelerator] * len(s.batches),
-                precision=s.precision,
-                parallelism=s.parallelism,
-                input_tokens=s.input_tokens,
-                output_tokens=s.output_tokens,
-                batch_sizes=s.batches,
-                mode=s.mode,
-                params=params if s.harness else engine_only(params),
-                load_pattern=s.load_pattern,
-                max_running_requests=s.max_running_requests,
-                identical_sequences=s.identical_sequences,
-                with_critical_batch=False,
-            )
+            results = self._estimate(s, params if s.harness else engine_only(params))
             for k, name in enumerate(OUTPUTS):
                 out[k, s.runs] = np.concatenate([getattr(r, name) for r in results])
         return out
+
+    def running_batches(self) -> NDArray[np.float64]:
+        """Per run, the requests its engine runs at once as estimates size it (a serving run's
+        clients capped by KV room and the backend's running cap; a static run's batch). Memory
+        alone sets it, so no fitted parameter does."""
+        out = np.empty(len(self.runs))
+        for s in self.stacks:
+            results = self._estimate(s, DEFAULT_EFFICIENCY)
+            out[s.runs] = np.concatenate([r.running_batch_size for r in results])
+        return out
+
+    def _estimate(self, s: _Stack, params: EfficiencyParams) -> list[EstimateResult]:
+        return estimate_stacked(
+            s.model,
+            [self.accelerator] * len(s.batches),
+            precision=s.precision,
+            parallelism=s.parallelism,
+            input_tokens=s.input_tokens,
+            output_tokens=s.output_tokens,
+            batch_sizes=s.batches,
+            mode=s.mode,
+            params=params,
+            load_pattern=s.load_pattern,
+            max_running_requests=s.max_running_requests,
+            identical_sequences=s.identical_sequences,
+            with_critical_batch=False,
+        )
 
     def predict(
         self, params: EfficiencyParams, modes: Iterable[str] = ("static", "serving")
