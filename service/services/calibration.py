@@ -182,19 +182,22 @@ def json_safe(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class KernelBase:
-    """Kernel efficiencies an upload without kernel tables builds on, and where they came from."""
+    """Kernel efficiencies an upload without some kernel tables builds on, and where they came
+    from; ``runs``: whether the upload holds end-to-end runs (which then fit only the engine
+    terms)."""
 
     params: EfficiencyParams = DEFAULT_EFFICIENCY
     sources: Mapping[str, str] = field(default_factory=dict)  # kernel kind → profile id
+    runs: bool = False
 
     def warning(self) -> list[str]:
         if not self.sources:
             return []
         named = ", ".join(f"{kind} from {pid}" for kind, pid in self.sources.items())
+        runs = "; the runs fit only the engine terms" if self.runs else ""
         return [
             "the upload has no kernel measurements of these kinds, so their efficiencies come "
-            f"from the newest profile of this accelerator fitted on them ({named}); the runs "
-            "fit only the engine terms"
+            f"from the newest profile of this accelerator fitted on them ({named}){runs}"
         ]
 
 
@@ -348,14 +351,16 @@ class CalibrationService:
         )
 
     def kernel_base(self, upload: CalibrationUpload, viewer: str) -> KernelBase:
-        """For an upload of end-to-end runs without kernel measurements of some kind (gemm,
-        attention, collective): that kind's efficiencies from the newest profile of the
-        accelerator that ``viewer`` may see and that was fitted on such measurements, so the
-        runs fit only the engine terms, as one upload of both would (the kernel stage never
-        sees the runs; benchmarks/results/accuracy.md §7e measures what the tables add)."""
+        """For an upload without kernel measurements of some kind (gemm, attention,
+        collective): that kind's efficiencies from the newest profile of the accelerator that
+        ``viewer`` may see and that was fitted on such measurements, as one upload of both
+        would give. End-to-end runs then fit only the engine terms (the kernel stage never sees
+        the runs; benchmarks/results/accuracy.md §7e measures what the tables add); kernel
+        tables uploaded one file at a time make one profile of all of them, the one ``auto``
+        takes for a request naming no backend."""
         kinds = {m.kind for m in upload.measurements}
         missing = [k for k in KERNEL_KINDS if k not in kinds]
-        if not kinds & {"static", "serving"} or not missing:
+        if not missing:
             return KernelBase()
         values = DEFAULT_EFFICIENCY.to_dict()
         sources: dict[str, str] = {}
@@ -374,7 +379,8 @@ class CalibrationService:
         if not sources:
             return KernelBase()
         ordered = {k: sources[k] for k in KERNEL_KINDS if k in sources}
-        return KernelBase(EfficiencyParams.from_dict(values), ordered)
+        runs = bool(kinds & {"static", "serving"})
+        return KernelBase(EfficiencyParams.from_dict(values), ordered, runs)
 
     def create_per_backend(
         self,

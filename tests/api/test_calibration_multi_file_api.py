@@ -200,3 +200,30 @@ def test_the_shipped_h100_data_in_one_request_makes_one_profile_per_backend(
         assert by_kind["serving"] == runs[backend]
         assert profile["fit"]["kernels_from"] == {}
     assert any("weight-only" in w for w in profiles["vllm"]["warnings"])  # gpt-oss-120b
+
+
+def test_kernel_tables_uploaded_one_at_a_time_make_one_profile_of_all(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """The NCCL table uploaded after the GEMM table builds on it, so the profile "auto" takes
+    for a request naming no backend (the newest without one) prices GEMMs from the table too,
+    as one upload of both does."""
+    gemm = _post(client, auth_headers, [(GEMM.name, GEMM.read_bytes(), "text/csv")])
+    assert gemm.status_code == 201, gemm.text
+    nccl = _post(client, auth_headers, [(NCCL.name, NCCL.read_bytes(), "text/csv")])
+    assert nccl.status_code == 201, nccl.text
+    built = nccl.json()
+    assert built["fit"]["kernels_from"] == {"gemm": gemm.json()["id"]}
+    assert any(gemm.json()["id"] in w and "the runs" not in w for w in built["warnings"])
+    together = _post(client, auth_headers, _kernel_files(), name="together")
+    assert together.status_code == 201, together.text
+    request = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "input_tokens": 1024,
+               "output_tokens": 128, "batch_sizes": [1, 64], "parallelism": {"tp": 2}}  # fmt: skip
+
+    def tpot_ms(calibration: str) -> list[float]:
+        answer = client.post("/v1/estimates", json={**request, "calibration": calibration})
+        assert answer.status_code == 200, answer.text
+        return [p["tpot_ms"] for p in answer.json()["points"]]
+
+    assert tpot_ms(built["id"]) == pytest.approx(tpot_ms(together.json()["id"]), rel=1e-9)
+    assert tpot_ms(built["id"]) != pytest.approx(tpot_ms("none"), rel=1e-3)
