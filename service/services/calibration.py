@@ -37,7 +37,13 @@ from service.db.models import (
     utcnow,
 )
 from service.db.session import begin_write
-from service.engine.calibration.fit import CalibrationResult, fit, kernel_parameter_names
+from service.engine.calibration.fit import (
+    KERNEL_GROUPS,
+    CalibrationResult,
+    fit,
+    kernel_group_parameters,
+    kernel_groups_of,
+)
 from service.engine.calibration.intervals import (
     COVERAGE,
     DISTANCE_LOG_SIGMA,
@@ -63,7 +69,6 @@ from service.services.errors import FieldError, NotFoundError, ServiceError
 from service.services.representation import decode_cursor, encode_cursor
 
 ENDPOINT = "POST /v1/calibrations"
-KERNEL_KINDS = ("gemm", "attention", "collective")
 KERNEL_SEARCH_LIMIT = 50  # newest profiles of the accelerator searched for kernel tables
 FIT_WORKERS = 2
 _FIT_POOL = ThreadPoolExecutor(max_workers=FIT_WORKERS, thread_name_prefix="calibration-fit")
@@ -351,35 +356,34 @@ class CalibrationService:
         )
 
     def kernel_base(self, upload: CalibrationUpload, viewer: str) -> KernelBase:
-        """For an upload without kernel measurements of some kind (gemm, attention,
-        collective): that kind's efficiencies from the newest profile of the accelerator that
-        ``viewer`` may see and that was fitted on such measurements, as one upload of both
-        would give. End-to-end runs then fit only the engine terms (the kernel stage never sees
-        the runs; benchmarks/results/accuracy.md §7e measures what the tables add); kernel
-        tables uploaded one file at a time make one profile of all of them, the one ``auto``
-        takes for a request naming no backend."""
-        kinds = {m.kind for m in upload.measurements}
-        missing = [k for k in KERNEL_KINDS if k not in kinds]
+        """For an upload without kernel measurements of some group (``KERNEL_GROUPS``: GEMMs
+        per dtype, attention per phase, collectives): that group's efficiencies from the newest
+        profile of the accelerator that ``viewer`` may see and that was fitted on such
+        measurements, as one upload of them all would give. End-to-end runs then fit only the
+        engine terms (the kernel stage never sees the runs; benchmarks/results/accuracy.md §7e
+        measures what the tables add); kernel tables uploaded one file at a time make one
+        profile of all of them, the one ``auto`` takes for a request naming no backend."""
+        missing = [g for g in KERNEL_GROUPS if g not in kernel_groups_of(upload.measurements)]
         if not missing:
             return KernelBase()
-        values = DEFAULT_EFFICIENCY.to_dict()
         sources: dict[str, str] = {}
+        stored: dict[str, Mapping[str, float]] = {}  # profile id → its efficiency values
         accelerator = upload.metadata.accelerator
         for row in self.profiles.newest_visible(accelerator, viewer, KERNEL_SEARCH_LIMIT):
-            by_kind = row.summary.get("fit", {}).get("n_by_kind", {})
-            found = [k for k in missing if k not in sources and by_kind.get(k)]
-            if not found:
-                continue
-            stored = CalibrationResult.from_dict(row.result).values
-            for kind in found:
-                values.update({name: stored[name] for name in kernel_parameter_names(kind)})
-                sources[kind] = row.id
+            metrics = row.summary.get("fit", {}).get("metrics", {})
+            found = [g for g in missing if g not in sources and f"{g}.latency_ms" in metrics]
+            if found:
+                stored[row.id] = CalibrationResult.from_dict(row.result).values
+                sources.update(dict.fromkeys(found, row.id))
             if len(sources) == len(missing):
                 break
         if not sources:
             return KernelBase()
-        ordered = {k: sources[k] for k in KERNEL_KINDS if k in sources}
-        runs = bool(kinds & {"static", "serving"})
+        values = DEFAULT_EFFICIENCY.to_dict()
+        ordered = {g: sources[g] for g in KERNEL_GROUPS if g in sources}
+        for group, profile_id in ordered.items():  # KERNEL_GROUPS order: decode's latency last
+            values.update({n: stored[profile_id][n] for n in kernel_group_parameters(group)})
+        runs = any(m.kind in ("static", "serving") for m in upload.measurements)
         return KernelBase(EfficiencyParams.from_dict(values), ordered, runs)
 
     def create_per_backend(

@@ -19,6 +19,8 @@ GEMM = DATA / "h100_gemm_subset.csv"
 NCCL = DATA / "h100_nccl_subset.csv"
 SERVING = DATA / "h100_serving_qwen3_32b_subset.csv"
 GPT_OSS = ROOT / "benchmarks" / "data" / "h100" / "serving_gpt_oss_120b.csv"
+GEMM_GROUPS = ("gemm_bf16", "gemm_fp8")  # the GEMM subset's dtype groups
+KERNEL_TABLE_GROUPS = (*GEMM_GROUPS, "collective")  # what _kernel_files() fits
 
 
 def _rows(path: Path) -> int:
@@ -137,7 +139,7 @@ def test_runs_build_on_the_newest_kernel_profile_as_if_uploaded_with_it(
     together = _post(client, auth_headers, [*_kernel_files(), serving], name="together")
     assert together.status_code == 201, together.text
     built = apart.json()
-    assert built["fit"]["kernels_from"] == {"gemm": kernel_id, "collective": kernel_id}
+    assert built["fit"]["kernels_from"] == dict.fromkeys(KERNEL_TABLE_GROUPS, kernel_id)
     assert any(kernel_id in w for w in built["warnings"])
     assert not any(w.startswith("no kernel measurements") for w in built["warnings"])
     engine = {"step_overhead_us", "layer_overhead_us", "sequence_layer_overhead_us"}
@@ -167,10 +169,9 @@ def test_another_keys_private_kernel_profile_is_not_built_on(
     assert theirs.status_code == 201, theirs.text
     assert theirs.json()["fit"]["kernels_from"] == {}
     mine = _post(client, auth_headers, [serving], backend="trtllm", name="mine")
-    assert mine.json()["fit"]["kernels_from"] == {
-        "gemm": private.json()["id"],
-        "collective": private.json()["id"],
-    }
+    assert mine.json()["fit"]["kernels_from"] == dict.fromkeys(
+        KERNEL_TABLE_GROUPS, private.json()["id"]
+    )
 
 
 def test_the_shipped_h100_data_in_one_request_makes_one_profile_per_backend(
@@ -213,7 +214,7 @@ def test_kernel_tables_uploaded_one_at_a_time_make_one_profile_of_all(
     nccl = _post(client, auth_headers, [(NCCL.name, NCCL.read_bytes(), "text/csv")])
     assert nccl.status_code == 201, nccl.text
     built = nccl.json()
-    assert built["fit"]["kernels_from"] == {"gemm": gemm.json()["id"]}
+    assert built["fit"]["kernels_from"] == dict.fromkeys(GEMM_GROUPS, gemm.json()["id"])
     assert any(gemm.json()["id"] in w and "the runs" not in w for w in built["warnings"])
     together = _post(client, auth_headers, _kernel_files(), name="together")
     assert together.status_code == 201, together.text
@@ -227,3 +228,30 @@ def test_kernel_tables_uploaded_one_at_a_time_make_one_profile_of_all(
 
     assert tpot_ms(built["id"]) == pytest.approx(tpot_ms(together.json()["id"]), rel=1e-9)
     assert tpot_ms(built["id"]) != pytest.approx(tpot_ms("none"), rel=1e-3)
+
+
+def test_attention_tables_of_each_phase_uploaded_apart_both_count(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """The prefill table uploaded after the decode table keeps the decode fit (its own covers
+    only prefill), so decode steps are priced as by the decode table's profile."""
+    decode_csv = DATA / "h100_decode_attention_subset.csv"
+    prefill_csv = DATA / "h100_prefill_attention_subset.csv"
+    decode = _post(client, auth_headers, [(decode_csv.name, decode_csv.read_bytes(), "text/csv")])
+    assert decode.status_code == 201, decode.text
+    prefill = _post(
+        client, auth_headers, [(prefill_csv.name, prefill_csv.read_bytes(), "text/csv")]
+    )
+    assert prefill.status_code == 201, prefill.text
+    built = prefill.json()
+    assert built["fit"]["kernels_from"] == {"attention_decode": decode.json()["id"]}
+    request = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "input_tokens": 16000,
+               "output_tokens": 64, "batch_sizes": [1, 32], "mode": "static"}  # fmt: skip
+
+    def tpot_ms(calibration: str) -> list[float]:
+        answer = client.post("/v1/estimates", json={**request, "calibration": calibration})
+        assert answer.status_code == 200, answer.text
+        return [p["tpot_ms"] for p in answer.json()["points"]]
+
+    # the two tables each fit the attention kernel latency (12.5 µs), hence not to the last bit
+    assert tpot_ms(built["id"]) == pytest.approx(tpot_ms(decode.json()["id"]), rel=2e-3)

@@ -241,10 +241,12 @@ class FitOut(BaseModel):
     )
     kernels_from: dict[str, str] = Field(
         default_factory=dict,
-        description="Kernel kind (gemm, attention, collective) → id of the profile whose "
-        "kernel efficiencies this one starts from: an upload of end-to-end runs without "
-        "kernel measurements of that kind builds on the newest profile of the accelerator "
-        "fitted on them; empty when the upload measures its own kernels or none was found.",
+        description="Kernel group (gemm_bf16, gemm_fp8, attention_prefill, "
+        "attention_decode, collective; profiles stored before groups: gemm, attention, "
+        "collective) → id of the profile whose kernel efficiencies this one starts from: an "
+        "upload without kernel measurements of that group builds on the newest profile of the "
+        "accelerator fitted on them; empty when the upload measures every group or none was "
+        "found.",
     )
 
 

@@ -96,16 +96,43 @@ ATTENTION_PARAMETERS: Mapping[str, tuple[str, str]] = {
 }
 
 
-def kernel_parameter_names(kind: str) -> tuple[str, ...]:
-    """Every parameter that kernel measurements of ``kind`` (gemm, attention, collective) set,
-    the streaming fraction the GEMM fit also sets (``_sync_streaming``) included."""
-    if kind == "gemm":
-        return (*(n for g in DTYPE_GROUPS for n in gemm_names(g)), "memory_bandwidth_efficiency")
-    if kind == "attention":
-        return tuple(ATTENTION_PARAMETERS)
-    if kind == "collective":
+# The kernel groups a profile fits, each a ``fit.metrics`` key without ``.latency_ms``: GEMMs
+# per dtype group, attention per phase, collectives. An upload that lacks a group builds on the
+# newest profile fitted on it (services.calibration.kernel_base).
+KERNEL_GROUPS: tuple[str, ...] = (
+    *(f"gemm_{g}" for g in DTYPE_GROUPS),
+    "attention_prefill",
+    "attention_decode",  # after prefill: the kernel latency both fit comes from decode tables
+    "collective",
+)
+
+
+def kernel_group_parameters(group: str) -> tuple[str, ...]:
+    """The parameters measurements of one kernel group (``KERNEL_GROUPS``) set: a GEMM dtype
+    group's, with the streaming fraction the bf16 GEMM fit also sets (``_sync_streaming``); an
+    attention phase's, with the kernel latency the two phases share; the collectives'."""
+    if group.startswith("gemm_"):
+        dtype = group.removeprefix("gemm_")
+        return (*gemm_names(dtype), *(("memory_bandwidth_efficiency",) if dtype == "bf16" else ()))
+    if group.startswith("attention_"):
+        phase = group.removeprefix("attention_")
+        return tuple(n for n, (p, _) in ATTENTION_PARAMETERS.items() if p in ("", phase))
+    if group == "collective":
         return COLLECTIVE_NAMES
-    raise ValueError(f"unknown kernel kind {kind!r}")
+    raise ValueError(f"unknown kernel group {group!r}")
+
+
+def kernel_groups_of(measurements: Sequence[Measurement]) -> set[str]:
+    """The kernel groups (``KERNEL_GROUPS``) that ``measurements`` hold."""
+    out: set[str] = set()
+    for m in measurements:
+        if isinstance(m, GemmMeasurement):
+            out.add(f"gemm_{dtype_group(m.dtype)}")
+        elif isinstance(m, AttentionMeasurement):
+            out.add(f"attention_{m.phase}")
+        elif isinstance(m, CollectiveMeasurement):
+            out.add("collective")
+    return out
 
 
 def gemm_names(group: str) -> tuple[str, ...]:
