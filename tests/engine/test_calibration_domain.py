@@ -363,10 +363,26 @@ def test_leaving_out_the_only_model_of_its_kind_measures_the_model_kind_spread()
     from service.engine.calibration.extrapolation_cv import _folds
 
     runs = _serving(0.0, 0)
-    same = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "dense"})
+    running = np.array([float(r.concurrency) for r in runs])
+    same = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "dense"}, running)
     assert len(same["model"]) == 2 and "model_kind" not in same
     # each model is the only one of its kind: both held-out folds cross kinds
-    mixed = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "moe"})
+    mixed = _folds(runs, {"llama-3-8b": "dense", "qwen3-32b": "moe"}, running)
     assert len(mixed["model_kind"]) == 2 and "model" not in mixed
     held = {runs[int(i)].model for _, test, _ in mixed["model_kind"] for i in test}
     assert held == {"llama-3-8b", "qwen3-32b"}
+
+
+def test_the_domain_records_what_the_engine_ran_at_once() -> None:
+    """256 clients of Qwen3-32B in bf16 on one H100 run as far fewer at once (KV room): the
+    fitted concurrency range holds that running batch, the load estimates are checked by,
+    not the 256 clients."""
+    runs = _serving(0.0, 0)
+    crowded = ServingMeasurement("qwen3-32b", 2048, 128, 256, 1.0, 1.0, tp=1, backend="trtllm")
+    pred = predict_runs([crowded], H100, MODELS, DEFAULT_EFFICIENCY.replace(**TRUE))
+    ttft, tpot = pred.predicted
+    runs.append(replace(crowded, ttft_ms=float(ttft), tpot_ms=float(tpot)))
+    domain = fit(runs, H100, MODELS, cross_validate=False).domain
+    assert domain is not None
+    assert domain.ranges["concurrency"] == (4.0, 64.0)  # the crowded run ran fewer than 64
+    assert Domain.of_runs(runs, MODELS, "h100-sxm").ranges["concurrency"] == (4.0, 256.0)

@@ -148,15 +148,22 @@ class Domain:
 
     @classmethod
     def of_runs(
-        cls, runs: Sequence[Run], models: Mapping[str, ModelShape], accelerator: str
+        cls,
+        runs: Sequence[Run],
+        models: Mapping[str, ModelShape],
+        accelerator: str,
+        running: Sequence[float] | None = None,
     ) -> Domain:
-        """The domain of runs whose models are all in ``models``."""
+        """The domain of runs whose models are all in ``models``. ``running``: per run, the
+        requests its engine ran at once (``RunPredictor.running_batches``), the load an
+        estimate is checked by; default each run's batch or concurrency."""
         if not runs:
             return cls(accelerator)
+        loads = [float(batch_of(r)) for r in runs] if running is None else running
         columns: dict[str, list[float]] = {k: [] for k in NUMERIC}
-        for r in runs:
+        for r, load in zip(runs, loads, strict=True):
             name = "batch_size" if isinstance(r, StaticMeasurement) else "concurrency"
-            columns[name].append(float(batch_of(r)))
+            columns[name].append(float(load))
             columns["input_tokens"].append(float(r.input_tokens))
             columns["output_tokens"].append(float(r.output_tokens))
             columns["gpus"].append(float(r.tp * r.pp))

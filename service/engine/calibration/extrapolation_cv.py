@@ -38,14 +38,16 @@ from service.engine.calibration.intervals import (
 from service.engine.calibration.measurements import StaticMeasurement
 from service.engine.calibration.priors import Prior
 from service.engine.calibration.quality import log_residuals
-from service.engine.calibration.run_predictor import RunPredictor, batch_of
+from service.engine.calibration.run_predictor import RunPredictor
 
 Run = e2e.Run
 Fold = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64] | None]
-NUMERIC_KINDS: Mapping[str, Callable[[Run], float]] = {
-    "concurrency": lambda r: float(batch_of(r)),
-    "length": lambda r: float(r.input_tokens + r.output_tokens),
-    "gpus": lambda r: float(r.tp * r.pp),
+# Per numeric kind, a run's value; concurrency is the running batch (the load the domain
+# records and an estimate is checked by), passed in from ``RunPredictor.running_batches``.
+NUMERIC_KINDS: Mapping[str, Callable[[Run, float], float]] = {
+    "concurrency": lambda r, running: running,
+    "length": lambda r, running: float(r.input_tokens + r.output_tokens),
+    "gpus": lambda r, running: float(r.tp * r.pp),
 }
 DIRECTED_KINDS = frozenset(directed(k, d) for k in NUMERIC_KINDS for d in DIRECTIONS)
 MIN_HELD = 8  # held-out residuals below which a kind is not measured
@@ -68,7 +70,9 @@ def _numeric_folds(values: NDArray[np.float64]) -> dict[str, Fold]:
     return folds
 
 
-def _folds(runs: Sequence[Run], kinds: Mapping[str, str]) -> dict[str, list[Fold]]:
+def _folds(
+    runs: Sequence[Run], kinds: Mapping[str, str], running: NDArray[np.float64]
+) -> dict[str, list[Fold]]:
     out: dict[str, list[Fold]] = {}
     idx = np.arange(len(runs))
     models = np.array([r.model for r in runs])
@@ -81,7 +85,8 @@ def _folds(runs: Sequence[Run], kinds: Mapping[str, str]) -> dict[str, list[Fold
     if static.any() and not static.all():
         out["mode"] = [(idx[static], idx[~static], None), (idx[~static], idx[static], None)]
     for kind, feature in NUMERIC_KINDS.items():
-        folds = _numeric_folds(np.array([feature(r) for r in runs], dtype=float))
+        values = [feature(r, float(load)) for r, load in zip(runs, running, strict=True)]
+        folds = _numeric_folds(np.array(values, dtype=float))
         for direction, fold in folds.items():
             out[directed(kind, direction)] = [fold]
     return out
@@ -93,17 +98,21 @@ def extrapolation_spreads(
     in_domain: Mapping[str, NDArray[np.float64]],
     priors: Mapping[str, Prior],
     kinds: Mapping[str, str],
+    running: NDArray[np.float64],
 ) -> dict[str, dict[str, ExtrapolationSpread]]:
     """Measured extra log-spread per metric and extrapolation kind (see the module doc).
 
     ``prepared`` is what ``end_to_end.fit_end_to_end`` handed on (predictor, response, start
     values); ``in_domain`` the ordinary cross-validated residuals per metric; ``kinds`` each
-    run model's kind (``domain.model_kind``).
+    run model's kind (``domain.model_kind``); ``running`` each run's running batch
+    (``RunPredictor.running_batches``).
     """
-    folds = _folds(runs, kinds)
-    if not folds or not prepared:
+    if not prepared:
         return {}
     predictor: RunPredictor = prepared["predictor"]
+    folds = _folds(runs, kinds, running)
+    if not folds:
+        return {}
     resp: response.Response = prepared["response"]
     start: dict[str, float] = prepared["start"]
     metrics = np.array([t.metric for t in predictor.targets])

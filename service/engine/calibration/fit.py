@@ -673,10 +673,12 @@ def fit(
         quality.update(e2e_quality)
         residuals.update(e2e_residuals)
         ranges = e2e.feature_ranges(known)
-        domain = Domain.of_runs(known, models, accelerator.id)
+        # the domain's loads are what the engine ran at once, as estimates are checked by
+        running = prepared["predictor"].running_batches()
+        domain = Domain.of_runs(known, models, accelerator.id, running.tolist())
         if cross_validate:
             kinds = {m.id: m.kind for m in domain.models}
-            spreads = extrapolation_spreads(known, prepared, e2e_residuals, priors, kinds)
+            spreads = extrapolation_spreads(known, prepared, e2e_residuals, priors, kinds, running)
     return CalibrationResult(
         accelerator=accelerator.id,
         efficiency=EfficiencyParams.from_dict(values),
