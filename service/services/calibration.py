@@ -192,16 +192,16 @@ class KernelBase:
     terms)."""
 
     params: EfficiencyParams = DEFAULT_EFFICIENCY
-    sources: Mapping[str, str] = field(default_factory=dict)  # kernel kind → profile id
+    sources: Mapping[str, str] = field(default_factory=dict)  # kernel group → profile id
     runs: bool = False
 
     def warning(self) -> list[str]:
         if not self.sources:
             return []
-        named = ", ".join(f"{kind} from {pid}" for kind, pid in self.sources.items())
+        named = ", ".join(f"{group} from {pid}" for group, pid in self.sources.items())
         runs = "; the runs fit only the engine terms" if self.runs else ""
         return [
-            "the upload has no kernel measurements of these kinds, so their efficiencies come "
+            "the upload has no kernel measurements of these groups, so their efficiencies come "
             f"from the newest profile of this accelerator fitted on them ({named}){runs}"
         ]
 
