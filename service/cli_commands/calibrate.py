@@ -53,9 +53,10 @@ def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
 def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> Iterable[Any]:
     """The stored profile's parameters and fit quality."""
     fit = profile.fit.model_dump(mode="json")
+    engine = f", backend {profile.backend}" if profile.backend else ", no backend"
     title = (
         f"calibration {profile.id} '{profile.name}' for "
-        f"{profile.accelerator}: {len(measured.measurements)} measurements "
+        f"{profile.accelerator}{engine}: {len(measured.measurements)} measurements "
         f"({measured.format}), {profile.fit.n_measurements} used"
     )
     rows = [[k, str(v)] for k, v in flatten(profile.parameters).items()]
@@ -63,6 +64,15 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
     quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
     if quality:
         yield table("fit", ["metric", "value"], quality)
+
+
+def fit_warnings(profiles: Iterable[CalibrationProfile]) -> list[str]:
+    """The stored profiles' own warnings (a backend taken from the runs, kernel groups built on
+    other profiles, runs left out), each named by its profile when there are several."""
+    stored = list(profiles)
+    return [
+        f"{p.backend or p.id}: {w}" if len(stored) > 1 else w for p in stored for w in p.warnings
+    ]
 
 
 def calibrate(
@@ -142,6 +152,7 @@ def calibrate(
         rows=lambda: (row for p in profiles for row in profile_rows(p)),
         render=lambda: chain(
             (item for p in profiles for item in profile_tables(p, measured)),
-            (f"warning: {w}" for w in measured.warnings),
+            # what reading the files found, then what the fit said (each once)
+            (f"warning: {w}" for w in dict.fromkeys([*measured.warnings, *fit_warnings(profiles)])),
         ),
     )

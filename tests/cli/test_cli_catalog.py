@@ -156,6 +156,25 @@ def test_calibrate_splits_a_file_mixing_backends_when_asked(
     assert table.stdout.count("calibration cal_") == 3
 
 
+def test_calibrate_table_names_the_backend_and_the_fits_warnings(
+    ridgeline_cli: Invoke, tmp_path: Path
+) -> None:
+    """The table's title names the profile's backend, and what the fit warned about (runs
+    fitted without kernel tables) is printed after it, for each profile of a split."""
+    serving = DATA / "benchmarks" / "h100_serving_qwen3_32b_subset.csv"
+    header, *rows = serving.read_text().strip().splitlines()
+    trtllm = tmp_path / "trtllm.csv"
+    trtllm.write_text("\n".join([header, *(r for r in rows if ",trtllm," in r)]) + "\n")
+    one = ridgeline_cli("calibrate", str(trtllm), "-a", "h100-sxm")
+    assert one.exit_code == 0, one.stderr
+    assert "for h100-sxm, backend trtllm:" in " ".join(one.stdout.split())
+    assert "warning: no kernel measurements" in one.stdout
+    split = ridgeline_cli("calibrate", str(serving), "-a", "h100-sxm", "--split-by-backend")
+    assert split.exit_code == 0, split.stderr
+    for backend in ("sglang", "trtllm", "vllm"):
+        assert f"warning: {backend}: no kernel measurements" in split.stdout
+
+
 def test_calibrate_fits_one_profile_on_several_files(
     ridgeline_cli: Invoke, client: TestClient, tmp_path: Path
 ) -> None:
