@@ -363,7 +363,8 @@ class CalibrationService:
         engine terms (the kernel stage never sees the runs; benchmarks/results/accuracy.md §7e
         measures what the tables add); kernel tables uploaded one file at a time make one
         profile of all of them, the one ``auto`` takes for a request naming no backend."""
-        missing = [g for g in KERNEL_GROUPS if g not in kernel_groups_of(upload.measurements)]
+        measured = kernel_groups_of(upload.measurements)
+        missing = [g for g in KERNEL_GROUPS if g not in measured]
         if not missing:
             return KernelBase()
         sources: dict[str, str] = {}

@@ -430,6 +430,12 @@ def check_one_backend(upload: CalibrationUpload) -> None:
         )
 
 
+def can_be_profile_backend(name: str) -> bool:
+    """Whether a run's backend can be a profile's (``BACKEND_PATTERN``, at most
+    ``BACKEND_MAX_CHARS``)."""
+    return len(name) <= BACKEND_MAX_CHARS and re.fullmatch(BACKEND_PATTERN, name) is not None
+
+
 def with_runs_backend(upload: CalibrationUpload) -> CalibrationUpload:
     """An upload that declares no backend takes the one backend its runs name, so its profile
     is that engine's and ``auto`` chooses it only for that engine's requests (a generic
@@ -439,7 +445,7 @@ def with_runs_backend(upload: CalibrationUpload) -> CalibrationUpload:
     if upload.metadata.backend or len(counts) != 1:
         return upload
     backend = next(iter(counts))
-    if len(backend) > BACKEND_MAX_CHARS or not re.fullmatch(BACKEND_PATTERN, backend):
+    if not can_be_profile_backend(backend):
         return upload
     note = (
         f"backend: none was given, so the profile takes the one its runs name ({backend}); "
@@ -459,8 +465,7 @@ def split_by_backend(upload: CalibrationUpload) -> list[CalibrationUpload]:
     BACKEND_MAX_CHARS): FieldError."""
     for index, m in enumerate(upload.measurements):
         backend = getattr(m, "backend", "")
-        too_long = len(backend) > BACKEND_MAX_CHARS
-        if backend and (too_long or not re.fullmatch(BACKEND_PATTERN, backend)):
+        if backend and not can_be_profile_backend(backend):
             field, where = _where(upload, index, "backend")
             raise FieldError(
                 field,

@@ -41,58 +41,66 @@ def request_extrapolation(
     backend: str | None,
     load_pattern: str = "closed_loop",
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
-    """The ``calibration.extrapolation`` items of an estimate and, per metric, the interval
-    widening amounts by kind (``domain_extrapolation``).
+    """The ``calibration.extrapolation`` items of an estimate (each with its ``widening``) and,
+    per metric, the interval widening amounts by kind (``request_widening``)."""
+    found, amounts = _outside(
+        profile, model, accelerator_id, result, weights_dtype, backend, load_pattern
+    )
+    if profile is None or amounts is None:
+        return NO_EXTRAPOLATION
+    spreads = stored_spreads(profile) if "extrapolation_spreads" in profile else None
+    outside_kind = model_kind_outside(found)
+    items = [
+        {**e.as_dict(), "widening": _widening(profile, spreads, e, result.mode, outside_kind)}
+        for e in found
+    ]
+    return items, amounts
+
+
+def request_widening(
+    profile: Mapping[str, Any] | None,
+    model: ModelShape,
+    accelerator_id: str,
+    result: EstimateResult,
+    *,
+    weights_dtype: str,
+    backend: str | None,
+    load_pattern: str = "closed_loop",
+) -> Amounts | None:
+    """Per metric, the interval widening amounts by kind of an estimate, without the items
+    (a plan's interval upper bounds need only these)."""
+    return _outside(profile, model, accelerator_id, result, weights_dtype, backend, load_pattern)[1]
+
+
+def _outside(
+    profile: Mapping[str, Any] | None,
+    model: ModelShape,
+    accelerator_id: str,
+    result: EstimateResult,
+    weights_dtype: str,
+    backend: str | None,
+    load_pattern: str,
+) -> tuple[list[Extrapolation], Amounts | None]:
+    """What of an estimate lies outside the profile's domain, and per metric the interval
+    widening amounts by kind (a static batch's TTFT, its prefill, ignores the output length).
 
     The load checked against the fitted concurrencies is the running batch, the requests the
     engine runs at once: clients or queued requests beyond it only wait, and that wait, priced
     from the running batch's steps, is banded by the TPOT interval (``intervals``). Checking
     the clients would widen an offline queue of 3,000 requests as if the engine ran 3,000.
-    """
-    return domain_extrapolation(
-        profile,
-        model,
-        accelerator_id,
-        weights_dtype=weights_dtype,
-        backend=backend,
-        load_pattern=load_pattern,
-        mode=result.mode,
-        batch_sizes=result.running_batch_size,
-        input_tokens=float(result.input_tokens),
-        output_tokens=float(result.output_tokens),
-        gpus=float(result.gpus_per_replica),
-    )
-
-
-def domain_extrapolation(
-    profile: Mapping[str, Any] | None,
-    model: ModelShape,
-    accelerator_id: str,
-    *,
-    weights_dtype: str,
-    backend: str | None,
-    load_pattern: str = "closed_loop",
-    mode: str,
-    batch_sizes: npt.ArrayLike,
-    input_tokens: float,
-    output_tokens: float,
-    gpus: float,
-) -> tuple[list[dict[str, Any]], Amounts | None]:
-    """What of a request lies outside the profile's domain, and per metric the interval
-    widening amounts by kind (a static batch's TTFT, its prefill, ignores the output length).
 
     Profiles stored before domains were recorded have neither (their intervals keep the old
     distance widening): ``([], None)``.
     """
     if profile is None or profile.get("domain") is None:
-        return NO_EXTRAPOLATION
+        return [], None
     domain = Domain.from_dict(profile["domain"])
     request: dict[str, Any] = {
-        "mode": mode,
-        "batch_sizes": batch_sizes,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "gpus": gpus,
+        "mode": result.mode,
+        "batch_sizes": result.running_batch_size,
+        "input_tokens": float(result.input_tokens),
+        "output_tokens": float(result.output_tokens),
+        "gpus": float(result.gpus_per_replica),
     }
     found = extrapolation(
         domain,
@@ -107,18 +115,12 @@ def domain_extrapolation(
         metric: extrapolation_amounts(
             domain,
             found,
-            prefill_only=metric == "ttft_ms" and mode == "static",
+            prefill_only=metric == "ttft_ms" and result.mode == "static",
             **request,
         )
         for metric in ("ttft_ms", "tpot_ms")
     }
-    spreads = stored_spreads(profile) if "extrapolation_spreads" in profile else None
-    outside_kind = model_kind_outside(found)
-    items = [
-        {**e.as_dict(), "widening": _widening(profile, spreads, e, mode, outside_kind)}
-        for e in found
-    ]
-    return items, amounts
+    return found, amounts
 
 
 def _widening(

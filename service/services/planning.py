@@ -44,7 +44,7 @@ from service.engine.workloads import WORKLOADS, LengthStats, Workload
 from service.services.catalog import CatalogService
 from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
 from service.services.errors import FieldError
-from service.services.extrapolation import domain_extrapolation, reach_params
+from service.services.extrapolation import reach_params, request_widening
 from service.services.traffic import (
     Deployment,
     TrafficRequest,
@@ -238,7 +238,7 @@ class ProfileUpperBound:
     """The upper end of the 80% interval that ``POST /v1/estimates`` answers for one candidate
     (the hook for ``use_interval_upper_bound``): the profile's held-out band, widened for a
     transfer and for what of the candidate lies outside the profile's domain
-    (``intervals.estimate_intervals``, ``extrapolation.domain_extrapolation``)."""
+    (``intervals.estimate_intervals``, ``extrapolation.request_widening``)."""
 
     profile: Mapping[str, Any]
     transferred: bool
@@ -246,24 +246,16 @@ class ProfileUpperBound:
     accelerator_id: str
     weights_dtype: str
     backend: str | None
-    mode: str
-    input_tokens: float
-    output_tokens: float
-    gpus: float
 
     def __call__(self, result: EstimateResult) -> tuple[FloatArray, FloatArray]:
         """Return the intervals' upper ends of TTFT and TPOT at each point of ``result``."""
-        _, amounts = domain_extrapolation(
+        amounts = request_widening(
             self.profile,
             self.model,
             self.accelerator_id,
+            result,
             weights_dtype=self.weights_dtype,
             backend=self.backend,
-            mode=self.mode,
-            batch_sizes=result.running_batch_size,  # as request_extrapolation
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            gpus=self.gpus,
         )
         bands = estimate_intervals(
             self.profile, result, transferred=self.transferred, extrapolating=amounts
@@ -273,12 +265,10 @@ class ProfileUpperBound:
 
 def upper_bound(
     resolved: ResolvedEfficiency,
-    question: PlanQuestion,
     backend: str | None,
     accelerator: Accelerator,
     model: ModelShape,
     precision: Precision,
-    layout: Parallelism,
 ) -> ProfileUpperBound | None:
     """The candidate's interval upper bound, or None without a calibration profile."""
     if resolved.profile is None:
@@ -290,10 +280,6 @@ def upper_bound(
         accelerator_id=accelerator.id,
         weights_dtype=precision.resolved(model, accelerator).weights,
         backend=backend,
-        mode=question.mode,
-        input_tokens=float(question.input_tokens),
-        output_tokens=float(question.output_tokens),
-        gpus=float(layout.gpus_per_replica),
     )
 
 
@@ -416,7 +402,7 @@ class PlanningService:
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
                                 upper_bound=upper_bound(
-                                    resolved, question, spec.backend, acc, model, precision, layout
+                                    resolved, spec.backend, acc, model, precision
                                 ),
                                 max_running_requests=running_cap,
                             )
