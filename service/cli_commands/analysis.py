@@ -99,7 +99,8 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
         f"tp={answer.parallelism.tp} pp={answer.parallelism.pp} ep={answer.parallelism.ep}, "
         f"{answer.precision.weights}/{answer.precision.activations}/{answer.precision.kv_cache}"
     )
-    # a serving sweep's batch sizes are clients (closed loop) or queued requests (offline)
+    # a serving sweep's batch sizes are clients (closed loop), requests in flight (open loop)
+    # or queued requests (offline)
     mode = (
         f"serving ({answer.load_pattern.replace('_', ' ')})"
         if answer.mode == "serving"
@@ -169,8 +170,9 @@ def estimate(
         str | None,
         typer.Option(
             "--load-pattern",
-            help="Serving: closed_loop (batch sizes are clients, the default) or offline "
-            "(batch sizes are requests queued at once).",
+            help="Serving: closed_loop (batch sizes are clients, the default), open_loop "
+            "(batch sizes are requests in flight on average, arriving on their own) or "
+            "offline (batch sizes are requests queued at once).",
         ),
     ] = None,
     weights: Weights = None,

@@ -111,6 +111,14 @@ def plan(
         list[str] | None, typer.Option(help="ACCELERATOR=USD_PER_HOUR per GPU (repeatable).")
     ] = None,
     mode: Annotated[str | None, typer.Option(help="static or serving.")] = None,
+    load_pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--load-pattern",
+            help="Serving: open_loop (requests arrive on their own, the default), closed_loop "
+            "(clients that send the next request when the last ends) or offline.",
+        ),
+    ] = None,
     backend: Backend = None,
     calibration: CalibrationOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows of the table.")] = 10,
@@ -134,6 +142,7 @@ def plan(
         max_gpus_per_replica=max_gpus_per_replica,
         price_usd_per_hour=parse_prices(price) if price else None,
         mode=mode,
+        load_pattern=load_pattern,
         backend=backend,
         calibration=calibration,
     )

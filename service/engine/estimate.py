@@ -40,10 +40,12 @@ from service.engine.shapes import ModelShape
 Mode = Literal["static", "serving"]
 MODES = ("static", "serving")
 # How a serving estimate's requests are offered: a closed loop of clients at the concurrency
-# (each sends its next request when the last one ends), or offline: that many requests queued at
-# once. Offline answers use the engine terms only (``efficiency.engine_only``): the closed-loop
-# harness terms describe a load generator's waves, which an offline queue does not have.
-LOAD_PATTERNS = ("closed_loop", "offline")
+# (each sends its next request when the last one ends); open loop, requests arriving on their own
+# (a production service's users) with that many in flight on average; or offline, that many
+# requests queued at once. Open-loop and offline answers use the engine terms only
+# (``efficiency.engine_only``): the closed-loop harness terms describe a load generator's waves,
+# which neither has. Open-loop arrivals are spread over the decode cycle (queue share 0).
+LOAD_PATTERNS = ("closed_loop", "open_loop", "offline")
 StrArray = npt.NDArray[np.str_]
 
 
@@ -126,8 +128,8 @@ def _check_shared(
 
 
 def _for_load(params: EfficiencyParams, load_pattern: str) -> EfficiencyParams:
-    """The parameters a load pattern uses: offline drops the closed-loop harness terms."""
-    return engine_only(params) if load_pattern == "offline" else params
+    """The parameters a load pattern uses: only a closed loop keeps its harness terms."""
+    return params if load_pattern == "closed_loop" else engine_only(params)
 
 
 def _check_member(

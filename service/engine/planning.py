@@ -27,7 +27,7 @@ from service.engine.errors import (
     UnsupportedDtypeError,
     check_context,
 )
-from service.engine.estimate import EstimateResult, estimate_stacked
+from service.engine.estimate import LOAD_PATTERNS, EstimateResult, estimate_stacked
 from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.memory import (
@@ -96,6 +96,11 @@ class Candidate:
         return self.accelerator.price_usd_per_hour
 
 
+# A deployment's users send requests on their own (open loop), so by default a calibration
+# harness's closed-loop terms stay out of a plan; a plan may ask for a closed loop.
+DEFAULT_LOAD_PATTERN = "open_loop"
+
+
 @dataclass(frozen=True, slots=True)
 class PlanQuestion:
     """What to optimise, for which request shape and targets."""
@@ -106,9 +111,17 @@ class PlanQuestion:
     objective: str = "max_throughput_per_gpu"
     requests_per_s: float | None = None
     mode: str = "serving"
+    # How a serving plan's requests arrive (engine.estimate.LOAD_PATTERNS); static plans ignore
+    # it (``estimate_load_pattern``).
+    load_pattern: str = DEFAULT_LOAD_PATTERN
     concurrency_levels: int = DEFAULT_CONCURRENCY_LEVELS
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     dp: int = 1  # data-parallel replicas of each layout at least (service.engine.replicas)
+
+    @property
+    def estimate_load_pattern(self) -> str:
+        """The load pattern the estimates take: a static batch has none (the engine's default)."""
+        return self.load_pattern if self.mode == "serving" else "closed_loop"
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -118,6 +131,8 @@ class PlanQuestion:
             raise EngineError(f"objective must be one of {', '.join(OBJECTIVES)}")
         if self.mode not in PLAN_MODES:
             raise EngineError(f"mode must be one of {', '.join(PLAN_MODES)}")
+        if self.load_pattern not in LOAD_PATTERNS:
+            raise EngineError(f"load_pattern must be one of {', '.join(LOAD_PATTERNS)}")
         if self.requests_per_s is not None and not self.requests_per_s > 0:
             raise EngineError("requests_per_s must be positive")
         if self.objective == "min_gpus_for_rate" and self.requests_per_s is None:
@@ -401,6 +416,7 @@ def _evaluate_all(
             output_tokens=[question.output_tokens] * len(members),
             batch_sizes=levels,
             mode=question.mode,
+            load_pattern=question.estimate_load_pattern,
             params=members[0].params,
             prices_usd_per_hour=[c.price_usd_per_hour for c in members],
             memory_utilization=question.memory_utilization,

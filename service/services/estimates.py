@@ -146,7 +146,7 @@ class AnalysisService:
             # a traffic-only answer's header comes from one point; the stream it simulates is
             # open loop, with no concurrency of its own (its extrapolation says so)
             only = dataclasses.replace(spec, batch_sizes=(1,))
-            answer = {**self._run_group([only], load_pattern="open_loop")[0]}
+            answer = {**self._run_group([only], stream=True)[0]}
             answer["points"] = []
         if spec.traffic is not None:
             answer["traffic"] = self.traffic(spec)
@@ -265,10 +265,11 @@ class AnalysisService:
         return answers
 
     def _run_group(
-        self, specs: Sequence[EstimateSpec], load_pattern: str | None = None
+        self, specs: Sequence[EstimateSpec], stream: bool = False
     ) -> list[dict[str, Any]]:
         """Run specs sharing a group key as one engine call and split the points per spec
-        (``load_pattern``: the one the answer's extrapolation is checked for, if not theirs)."""
+        (``stream``: the answer is a simulated open-loop stream, checked as one against the
+        profile's domain: open loop, no concurrency of its own)."""
         first = specs[0]
         target = first.target
         model, accelerator, resolved = self._load(target)
@@ -288,7 +289,7 @@ class AnalysisService:
             price_usd_per_hour=first.price_usd_per_hour,
         )
         found, amounts = self._extrapolation(
-            target, model, accelerator, resolved, result, load_pattern or first.load_pattern
+            target, model, accelerator, resolved, result, first.load_pattern, stream
         )
         header = estimate_header(target, model, accelerator, resolved, result, first, found)
         points = point_json(result, batch_sizes, target.dp)
@@ -305,6 +306,7 @@ class AnalysisService:
         resolved: ResolvedEfficiency,
         result: EstimateResult,
         load_pattern: str,
+        stream: bool = False,
     ) -> tuple[list[dict[str, Any]], Amounts | None]:
         """What of the request lies outside the profile's domain, and the widening amounts."""
         return request_extrapolation(
@@ -314,12 +316,13 @@ class AnalysisService:
             result,
             weights_dtype=result.precision.weights,  # native resolved by the engine
             backend=target.backend,
-            load_pattern=load_pattern,
+            load_pattern="open_loop" if stream else load_pattern,
+            stream=stream,
         )
 
 
 def _check_load(spec: EstimateSpec) -> None:
-    """An offline queue is a serving question; FieldError names ``load_pattern`` otherwise."""
+    """Load patterns are serving questions; FieldError names ``load_pattern`` otherwise."""
     if spec.load_pattern != "closed_loop" and spec.mode != "serving":
         raise FieldError("load_pattern", f"{spec.load_pattern} needs mode serving")
 

@@ -40,11 +40,13 @@ def request_extrapolation(
     weights_dtype: str,
     backend: str | None,
     load_pattern: str = "closed_loop",
+    stream: bool = False,
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
     """The ``calibration.extrapolation`` items of an estimate (each with its ``widening``) and,
-    per metric, the interval widening amounts by kind (``request_widening``)."""
+    per metric, the interval widening amounts by kind (``request_widening``). ``stream``: the
+    answer is a simulated open-loop stream, which has no concurrency of its own to check."""
     found, amounts = _outside(
-        profile, model, accelerator_id, result, weights_dtype, backend, load_pattern
+        profile, model, accelerator_id, result, weights_dtype, backend, load_pattern, stream
     )
     if profile is None or amounts is None:
         return NO_EXTRAPOLATION
@@ -80,6 +82,7 @@ def _outside(
     weights_dtype: str,
     backend: str | None,
     load_pattern: str,
+    stream: bool = False,
 ) -> tuple[list[Extrapolation], Amounts | None]:
     """What of an estimate lies outside the profile's domain, and per metric the interval
     widening amounts by kind (a static batch's TTFT, its prefill, ignores the output length).
@@ -97,7 +100,7 @@ def _outside(
     domain = Domain.from_dict(profile["domain"])
     request: dict[str, Any] = {
         "mode": result.mode,
-        "batch_sizes": result.running_batch_size,
+        "batch_sizes": () if stream else result.running_batch_size,
         "input_tokens": float(result.input_tokens),
         "output_tokens": float(result.output_tokens),
         "gpus": float(result.gpus_per_replica),

@@ -24,6 +24,7 @@ from service.engine.hardware import Accelerator
 from service.engine.kernels import FloatArray
 from service.engine.parallel import Parallelism
 from service.engine.planning import (
+    DEFAULT_LOAD_PATTERN,
     Candidate,
     Configuration,
     FrontierPoint,
@@ -87,6 +88,7 @@ class PlanSpec:
     attention_dp: tuple[int, ...] | None = None
     dp: int = 1  # replicas of each layout at least (the rate may need more)
     mode: str | None = None
+    load_pattern: str | None = None  # None: open_loop (PlanQuestion.load_pattern)
     price_usd_per_hour: Mapping[str, float] = field(default_factory=dict)
     backend: str | None = None
     calibration: str = "auto"
@@ -246,6 +248,7 @@ class ProfileUpperBound:
     accelerator_id: str
     weights_dtype: str
     backend: str | None
+    load_pattern: str
 
     def __call__(self, result: EstimateResult) -> tuple[FloatArray, FloatArray]:
         """Return the intervals' upper ends of TTFT and TPOT at each point of ``result``."""
@@ -256,6 +259,7 @@ class ProfileUpperBound:
             result,
             weights_dtype=self.weights_dtype,
             backend=self.backend,
+            load_pattern=self.load_pattern,
         )
         bands = estimate_intervals(
             self.profile, result, transferred=self.transferred, extrapolating=amounts
@@ -269,6 +273,7 @@ def upper_bound(
     accelerator: Accelerator,
     model: ModelShape,
     precision: Precision,
+    load_pattern: str,
 ) -> ProfileUpperBound | None:
     """The candidate's interval upper bound, or None without a calibration profile."""
     if resolved.profile is None:
@@ -280,6 +285,7 @@ def upper_bound(
         accelerator_id=accelerator.id,
         weights_dtype=precision.resolved(model, accelerator).weights,
         backend=backend,
+        load_pattern=load_pattern,
     )
 
 
@@ -316,13 +322,17 @@ class PlanningService:
         objective = spec.objective or (preset.objective if preset else DEFAULT_OBJECTIVE)
         if objective == "min_gpus_for_rate" and spec.requests_per_s is None:
             raise FieldError("requests_per_s", "objective min_gpus_for_rate needs a request rate")
+        mode = spec.mode or (preset.mode if preset else DEFAULT_MODE)
+        if mode != "serving" and spec.load_pattern not in (None, "closed_loop"):
+            raise FieldError("load_pattern", f"{spec.load_pattern} needs mode serving")
         question = PlanQuestion(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             slo=Slo(ttft, tpot, spec.use_interval_upper_bound),
             objective=objective,
             requests_per_s=spec.requests_per_s,
-            mode=spec.mode or (preset.mode if preset else DEFAULT_MODE),
+            mode=mode,
+            load_pattern=spec.load_pattern or DEFAULT_LOAD_PATTERN,
             concurrency_levels=spec.concurrency_levels,
             dp=spec.dp,
         )
@@ -402,7 +412,12 @@ class PlanningService:
                                 price_usd_per_hour=price,
                                 calibration=resolved.calibration,
                                 upper_bound=upper_bound(
-                                    resolved, spec.backend, acc, model, precision
+                                    resolved,
+                                    spec.backend,
+                                    acc,
+                                    model,
+                                    precision,
+                                    question.estimate_load_pattern,
                                 ),
                                 max_running_requests=running_cap,
                             )
@@ -457,6 +472,7 @@ class PlanningService:
                 "tpot_ms_max": slo.tpot_ms_max,
                 "use_interval_upper_bound": slo.use_interval_upper_bound,
                 "mode": question.mode,
+                "load_pattern": question.load_pattern if question.mode == "serving" else None,
             },
             "configurations": [
                 _configuration(rank, cfg) for rank, cfg in enumerate(result.configurations, 1)

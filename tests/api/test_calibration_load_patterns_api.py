@@ -94,6 +94,10 @@ def test_an_estimate_names_a_load_pattern_its_profile_never_ran(
     offline = _extrapolation(client, closed_only, batch_sizes=[16], load_pattern="offline")
     assert offline["load_pattern"]["requested"] == "offline"
     assert offline["load_pattern"]["fitted_values"] == ["closed_loop"]
+    # an open-loop estimate's batch sizes are the requests in flight, checked as a load
+    opened = _extrapolation(client, closed_only, batch_sizes=[4], load_pattern="open_loop")
+    assert set(opened) == {"load_pattern", "concurrency"}
+    assert opened["concurrency"]["requested"] == 4
     # a traffic-only answer is an open-loop stream: no concurrency of its own to check
     stream = _extrapolation(client, closed_only, traffic={"request_rate_per_s": 2.0})
     assert set(stream) == {"load_pattern"} and stream["load_pattern"]["requested"] == "open_loop"

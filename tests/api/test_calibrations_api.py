@@ -669,7 +669,9 @@ def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
     client: TestClient, serving_profile: dict[str, Any]
 ) -> None:
     """Fitted on TP1/TP2, a TP8 plan candidate uses the per-step overhead the TP8 estimate uses
-    (moved toward its prior outside the fitted GPU counts), so the two agree exactly."""
+    (moved toward its prior outside the fitted GPU counts), so the two agree exactly, for the
+    plan's load pattern: open loop by default (a deployment's users, without the profile's
+    closed-loop harness terms), or the closed loop the profile was fitted on."""
     fp8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
     body = {
         "models": ["qwen3-32b"],
@@ -685,20 +687,29 @@ def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
         "calibration": serving_profile["id"],
         "concurrency_levels": 4,
     }
-    response = client.post("/v1/plans", json=body)
-    assert response.status_code == 200, response.text
-    configs = response.json()["configurations"]
-    assert configs and all(c["parallelism"]["tp"] == 8 for c in configs)
-    for cfg in configs:
-        point = estimate(
-            client,
-            calibration=serving_profile["id"],
-            precision=fp8,
-            parallelism=cfg["parallelism"],
-            batch_sizes=[cfg["concurrency"]],
-        )["points"][0]
-        assert point["tpot_ms"] == pytest.approx(cfg["tpot_ms"], rel=1e-9)
-        assert point["ttft_ms"] == pytest.approx(cfg["ttft_ms"], rel=1e-9)
+    ttft_ms: dict[str, float] = {}
+    for pattern in ("open_loop", "closed_loop"):
+        asked = body if pattern == "open_loop" else {**body, "load_pattern": pattern}
+        response = client.post("/v1/plans", json=asked)
+        assert response.status_code == 200, response.text
+        assert response.json()["workload"]["load_pattern"] == pattern
+        configs = response.json()["configurations"]
+        assert configs and all(c["parallelism"]["tp"] == 8 for c in configs)
+        for cfg in configs:
+            point = estimate(
+                client,
+                calibration=serving_profile["id"],
+                precision=fp8,
+                parallelism=cfg["parallelism"],
+                batch_sizes=[cfg["concurrency"]],
+                load_pattern=pattern,
+            )["points"][0]
+            assert point["tpot_ms"] == pytest.approx(cfg["tpot_ms"], rel=1e-9)
+            assert point["ttft_ms"] == pytest.approx(cfg["ttft_ms"], rel=1e-9)
+        ttft_ms[pattern] = configs[0]["ttft_ms"]
+    # the closed loop's fitted admission wait (decode steps before a wave's prompt runs) is
+    # a load generator's, which a deployment's users do not have
+    assert ttft_ms["open_loop"] < ttft_ms["closed_loop"]
 
 
 def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(

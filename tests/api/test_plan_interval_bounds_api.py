@@ -44,6 +44,7 @@ def test_a_plan_judges_targets_at_the_estimates_p90(
             "output_tokens": 256,
             "batch_sizes": [best["concurrency"]],
             "mode": "serving",
+            "load_pattern": "open_loop",  # the plan's default: a deployment's users
             "backend": "trtllm",
             "calibration": profile,
         },

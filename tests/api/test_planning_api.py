@@ -63,6 +63,7 @@ def test_plan_configurations_reproduce_with_estimates(client: TestClient) -> Non
     configs = answer["configurations"]
     assert configs and {"frontier", "rejected"} <= set(answer)
     assert answer["workload"]["input_tokens"] == 2048 and answer["workload"]["mode"] == "serving"
+    assert answer["workload"]["load_pattern"] == "open_loop"  # a deployment's users
     costs = [c["usd_per_million_tokens"] for c in configs]
     assert costs == sorted(costs)
     for cfg in configs:
@@ -81,6 +82,7 @@ def test_plan_configurations_reproduce_with_estimates(client: TestClient) -> Non
                 "output_tokens": 256,
                 "batch_sizes": [cfg["concurrency"]],
                 "mode": "serving",
+                "load_pattern": "open_loop",
                 "price_usd_per_hour": cfg["usd_per_gpu_hour"],
             },
         )
@@ -182,6 +184,8 @@ def test_min_gpus_for_rate_and_default_catalog(client: TestClient) -> None:
         ({"requests_per_s": 1.7976931348623157e308}, "requests_per_s"),
         ({"requests_per_s": 1_000_001.0}, "requests_per_s"),
         ({"precisions": [{"weights": "fp7"}]}, "precisions.0.weights"),
+        ({"load_pattern": "waves"}, "load_pattern"),
+        ({"mode": "static", "load_pattern": "offline"}, "load_pattern"),
     ],
 )
 def test_invalid_plans_name_the_field(

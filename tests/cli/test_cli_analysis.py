@@ -160,7 +160,7 @@ def test_plan_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None
     result = ridgeline_cli(
         "plan", "llama-3.1-8b", "-a", "h100-sxm", "-a", "l40s", "-w", "chat",
         "--tpot-ms-max", "40", "-p", "bf16", "-p", "fp8:fp8", "--price", "h100-sxm=2.5",
-        "--requests-per-s", "10", "--json",
+        "--requests-per-s", "10", "--load-pattern", "closed_loop", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     body = {
@@ -171,11 +171,13 @@ def test_plan_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None
         "precisions": [{"weights": "bf16"}, {"weights": "fp8", "activations": "fp8"}],
         "price_usd_per_hour": {"h100-sxm": 2.5},
         "requests_per_s": 10,
+        "load_pattern": "closed_loop",
     }
     expected = client.post("/v1/plans", json=body)
     assert expected.status_code == 200, expected.text
     answer = json.loads(result.stdout)
     assert answer == expected.json()
+    assert answer["workload"]["load_pattern"] == "closed_loop"
     assert answer["configurations"], "the chat preset should be feasible for an 8B model"
     table = ridgeline_cli("plan", "llama-3.1-8b", "-a", "h100-sxm", "-w", "chat", "--top", "3")
     assert table.exit_code == 0, table.stderr

@@ -298,3 +298,30 @@ def test_offline_queue_uses_engine_terms_and_half_the_closed_loop_wait(
                  load_pattern="offline")  # fmt: skip
     with pytest.raises(EngineError, match="load_pattern must be one of"):
         estimate(llama8b, h100, batch_sizes=[1], load_pattern="open", **args)
+
+
+def test_open_loop_arrivals_take_the_engine_terms_spread_over_the_decode_cycle(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """Requests that arrive on their own (open loop), R in flight on average: the closed loop's
+    harness terms stay at their priors, and the arrivals are spread over the decode cycle
+    (queue share 0), not a lockstep wave (½) even where the scheduler's prior is ½."""
+    fitted = DEFAULT_EFFICIENCY.replace(
+        admission_wait_steps=20.0, prefill_queue_share=0.5, prefill_queue_ln_prompts=1.0
+    )
+    args = {"input_tokens": 1024, "output_tokens": 256, "mode": "serving"}
+    levels = [1, 16, 64]
+    opened = estimate(
+        llama8b, h100, batch_sizes=levels, params=fitted, load_pattern="open_loop", **args
+    )
+    plain = estimate(llama8b, h100, batch_sizes=levels, params=DEFAULT_EFFICIENCY, **args)
+    closed = estimate(llama8b, h100, batch_sizes=levels, params=fitted, **args)
+    np.testing.assert_allclose(opened.ttft_ms, plain.ttft_ms, rtol=1e-12)
+    np.testing.assert_allclose(opened.tpot_ms, plain.tpot_ms, rtol=1e-12)
+    # a lone request finds the engine idle either way; with others in flight the closed loop's
+    # fitted admission wait and prompts ahead come on top
+    assert float(closed.ttft_ms[0]) == pytest.approx(float(opened.ttft_ms[0]), rel=1e-12)
+    assert np.all(closed.ttft_ms[1:] > opened.ttft_ms[1:])
+    with pytest.raises(EngineError, match="needs mode serving"):
+        estimate(llama8b, h100, batch_sizes=[1], input_tokens=8, output_tokens=8,
+                 load_pattern="open_loop")  # fmt: skip

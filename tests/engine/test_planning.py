@@ -65,6 +65,7 @@ def point(candidate: Candidate, question: PlanQuestion, concurrency: float) -> d
         output_tokens=question.output_tokens,
         batch_sizes=[concurrency],
         mode=question.mode,
+        load_pattern=question.estimate_load_pattern,
         params=candidate.params,
         price_usd_per_hour=candidate.price_usd_per_hour,
     )

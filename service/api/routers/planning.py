@@ -65,6 +65,7 @@ def plan_spec(body: PlanRequest, max_points: int | None = None) -> PlanSpec:
         attention_dp=ints(body.attention_dp),
         dp=body.dp,
         mode=body.mode,
+        load_pattern=body.load_pattern,
         price_usd_per_hour=dict(body.price_usd_per_hour),
         backend=body.backend,
         calibration=body.calibration,

@@ -30,7 +30,7 @@ WeightsDtype = Literal["native", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", 
 SsmStateDtype = Literal["auto", "fp32", "fp16", "bf16"]
 Phase = Literal["prefill", "decode"]
 Mode = Literal["static", "serving"]
-LoadPattern = Literal["closed_loop", "offline"]
+LoadPattern = Literal["closed_loop", "open_loop", "offline"]
 Bound = Literal["memory", "compute", "communication"]
 # JSON integers only: true, "8" or 1.5 are refused, not read as numbers.
 BatchSize = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH_SIZE), JSON_INTEGER]
@@ -167,10 +167,10 @@ ESTIMATE_RULES: JsonDict = {
             "then": {"properties": {"parallelism": {"properties": {"dp": {"const": 1}}}}},
         },
         {
-            # An offline queue is a serving question (mode defaults to static).
+            # Open-loop and offline loads are serving questions (mode defaults to static).
             "if": {
                 "required": ["load_pattern"],
-                "properties": {"load_pattern": {"const": "offline"}},
+                "properties": {"load_pattern": {"enum": ["open_loop", "offline"]}},
             },
             "then": {"required": ["mode"], "properties": {"mode": {"const": "serving"}}},
         },
@@ -196,8 +196,12 @@ class EstimateRequest(AnalysisRequest):
     load_pattern: LoadPattern = Field(
         default="closed_loop",
         description="Serving only: closed_loop (batch_sizes are concurrent clients, each "
-        "sending its next request when the last ends) or offline (batch_sizes are requests "
-        "queued at once; the engine runs as many as fit, with the engine's own terms only).",
+        "sending its next request when the last ends), open_loop (requests arrive on their "
+        "own, as a service's users send them; batch_sizes are the requests in flight on "
+        "average, and each point's requests_per_s is the arrival rate that holds them) or "
+        "offline (batch_sizes are requests queued at once; the engine runs as many as fit). "
+        "Open-loop and offline answers use the engine's own terms only, not a profile's "
+        "closed-loop harness terms.",
     )
     price_usd_per_hour: float | None = Field(
         default=None,

@@ -12,6 +12,7 @@ from service.api.schemas.analysis import (
     Calibration,
     CalibrationOut,
     LayoutIn,
+    LoadPattern,
     Mode,
     PrecisionIn,
     Replicas,
@@ -209,6 +210,14 @@ class PlanRequest(BaseModel):
         "requests_per_s needs); gpus and usd_per_hour count them all, latency is one replica's.",
     )
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
+    load_pattern: LoadPattern | None = Field(
+        default=None,
+        description="Serving only: how requests arrive. Default open_loop: a deployment's "
+        "users send them on their own, concurrency is the requests in flight, and a "
+        "profile's closed-loop harness terms are not applied. closed_loop (clients that each "
+        "send their next request when the last ends, as benchmark harnesses do) and offline "
+        "(requests queued at once) answer as POST /v1/estimates does.",
+    )
     price_usd_per_hour: dict[Slug, Price] = Field(
         default_factory=dict,
         json_schema_extra=PATTERNED_KEYS_ONLY,
@@ -243,6 +252,9 @@ class PlanWorkloadOut(BaseModel):
     tpot_ms_max: float | None
     use_interval_upper_bound: bool
     mode: Mode
+    load_pattern: LoadPattern | None = Field(
+        description="How the serving plan's requests arrive (null for a static plan)."
+    )
 
 
 class ConfigurationOut(BaseModel):

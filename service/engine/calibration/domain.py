@@ -276,8 +276,8 @@ def extrapolation(
 
     A kernel-only domain (no end-to-end runs) has no end-to-end evidence to extrapolate from,
     so only the accelerator is checked. A serving request whose ``load_pattern`` (closed_loop,
-    offline, open_loop) no fitted run had is reported; an open-loop stream has no concurrency
-    to check.
+    offline, open_loop) no fitted run had is reported. Empty ``batch_sizes`` (a simulated
+    open-loop stream, which has no concurrency of its own) leave the load unchecked.
     """
     out: list[Extrapolation] = []
     if accelerator != domain.accelerator:
@@ -306,8 +306,6 @@ def extrapolation(
     if dtype_group(weights_dtype) not in groups:
         out.append(Extrapolation("precision", weights_dtype, fitted_values=groups))
     load = "batch_size" if mode == "static" else "concurrency"
-    if load_pattern == "open_loop":
-        batch_sizes = ()
     for dimension, values in (
         (load, batch_sizes),
         ("input_tokens", input_tokens),
