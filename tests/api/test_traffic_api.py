@@ -302,3 +302,33 @@ def test_a_bad_length_preset_is_a_422(
     assert response.status_code == 422, response.text
     fields = [e["field"] for e in response.json()["errors"]]
     assert any(f.startswith(field) for f in fields), fields
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_an_open_loop_estimate_agrees_with_the_simulated_stream_below_saturation(
+    client: TestClient, backend: str
+) -> None:
+    """Two computations of the same open-loop load: the step-by-step simulation of a Poisson
+    stream, and the closed form at the requests it holds in flight (Little's law: rate × mean
+    end-to-end latency). Well below saturation their mean TTFT and TPOT agree. The closed loop at
+    that concurrency is another load: SGLang's prefill-first scheduler keeps a closed loop's
+    clients in lockstep waves, each request's prompt behind half the others'."""
+    stream = post(client, {**body(request_rate_per_s=6.0, num_requests=1500), "backend": backend})
+    traffic = stream.json()["traffic"]
+    assert traffic["load_factor"] < 0.5
+    in_flight = traffic["achieved_requests_per_s"] * traffic["e2e_latency_ms"]["mean"] / 1e3
+    plain = {k: v for k, v in body().items() if k != "traffic"}
+    points = {
+        pattern: post(
+            client,
+            {**plain, "backend": backend, "batch_sizes": [round(in_flight)],
+             "load_pattern": pattern},
+        ).json()["points"][0]
+        for pattern in ("open_loop", "closed_loop")
+    }  # fmt: skip
+    opened = points["open_loop"]
+    assert opened["ttft_ms"] == pytest.approx(traffic["ttft_ms"]["mean"], rel=0.25)
+    assert opened["tpot_ms"] == pytest.approx(traffic["tpot_ms"]["mean"], rel=0.10)
+    assert opened["requests_per_s"] == pytest.approx(traffic["achieved_requests_per_s"], rel=0.15)
+    if backend == "sglang":
+        assert points["closed_loop"]["ttft_ms"] > 3 * traffic["ttft_ms"]["mean"]
