@@ -116,6 +116,7 @@ def sweep_data(
     output_tokens: int,
     batch_sizes: Sequence[int],
     mode: str,
+    load_pattern: str = "closed_loop",
 ) -> SweepData:
     """Estimate every batch size (or concurrency) with POST /v1/estimates' service call."""
     answer = analysis.estimate(
@@ -125,6 +126,7 @@ def sweep_data(
             output_tokens=output_tokens,
             batch_sizes=tuple(batch_sizes),
             mode=mode,
+            load_pattern=load_pattern,
         )
     )
     return SweepData(

@@ -51,9 +51,10 @@ def plan_tables(answer: PlanResponse, top: int) -> Iterable[Any]:
     """
     w = answer.workload
     targets = f"TTFT ≤ {number(w.ttft_ms_max)} ms, TPOT ≤ {number(w.tpot_ms_max)} ms"
+    load = f" ({w.load_pattern.replace('_', ' ')})" if w.load_pattern else ""
     title = (
         f"plan for {w.id or 'custom workload'}: {w.input_tokens} in / {w.output_tokens} out, "
-        f"{targets}, objective {answer.objective}"
+        f"{w.mode}{load}, {targets}, objective {answer.objective}"
     )
     columns = [
         "#", "model", "accelerator", "tp/pp/ep", "precision", "conc.", "TTFT ms", "TPOT ms",

@@ -322,16 +322,13 @@ class PlanningService:
         objective = spec.objective or (preset.objective if preset else DEFAULT_OBJECTIVE)
         if objective == "min_gpus_for_rate" and spec.requests_per_s is None:
             raise FieldError("requests_per_s", "objective min_gpus_for_rate needs a request rate")
-        mode = spec.mode or (preset.mode if preset else DEFAULT_MODE)
-        if mode != "serving" and spec.load_pattern not in (None, "closed_loop"):
-            raise FieldError("load_pattern", f"{spec.load_pattern} needs mode serving")
         question = PlanQuestion(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             slo=Slo(ttft, tpot, spec.use_interval_upper_bound),
             objective=objective,
             requests_per_s=spec.requests_per_s,
-            mode=mode,
+            mode=spec.mode or (preset.mode if preset else DEFAULT_MODE),
             load_pattern=spec.load_pattern or DEFAULT_LOAD_PATTERN,
             concurrency_levels=spec.concurrency_levels,
             dp=spec.dp,

@@ -154,3 +154,44 @@ def test_frontier_precisions_take_an_ssm_state(client: TestClient) -> None:
         if "tokens_per_s_per_user" in r
     ]
     assert rows and all("fp32" in r["precision"].split("/") for r in rows)
+
+
+def test_the_sweep_takes_the_estimates_load_pattern(client: TestClient) -> None:
+    """The sweep is an estimate (closed loop by default) and the frontier a plan (open loop by
+    default, the next test); ``load_pattern`` reaches both. SGLang's scheduler keeps a closed
+    loop's clients in lockstep waves, so the two loads differ in TTFT there."""
+    base = {"accelerator": "h100-sxm", "model": "llama-3.1-8b", "backend": "sglang"}
+    query = {**base, "batch_sizes": "1,64", "mode": "serving", "format": "vega"}
+
+    def chart_ttft_ms(**extra: str) -> dict[int, float]:
+        response = client.get(SWEEP, params={**query, **extra})
+        assert response.status_code == 200, response.text
+        rows = [row for values in response.json()["datasets"].values() for row in values]
+        return {r["batch_size"]: r["value"] for r in rows if r.get("metric") == "TTFT (ms)"}
+
+    for pattern in ("closed_loop", "open_loop"):
+        body = {**base, "input_tokens": 1024, "output_tokens": 256, "mode": "serving",
+                "batch_sizes": [1, 64], "precision": {"weights": "bf16"},
+                "load_pattern": pattern}  # fmt: skip
+        answer = client.post("/v1/estimates", json=body).json()
+        expected = {p["batch_size"]: p["ttft_ms"] for p in answer["points"]}
+        assert chart_ttft_ms(load_pattern=pattern) == pytest.approx(expected)
+    assert chart_ttft_ms() == chart_ttft_ms(load_pattern="closed_loop")
+    assert chart_ttft_ms()[64] > chart_ttft_ms(load_pattern="open_loop")[64]
+    refused = client.get(SWEEP, params={**query, "mode": "static", "load_pattern": "offline"})
+    assert refused.status_code == 422
+    assert "load_pattern" in [e["field"] for e in refused.json()["errors"]]
+
+
+def test_the_frontier_takes_the_plans_load_pattern(client: TestClient) -> None:
+    frontier = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "workload": "chat",
+                "backend": "sglang", "format": "vega"}  # fmt: skip
+
+    def frontier_ttft_ms(**extra: str) -> list[float]:
+        response = client.get("/v1/charts/frontier", params={**frontier, **extra})
+        assert response.status_code == 200, response.text
+        rows = [row for values in response.json()["datasets"].values() for row in values]
+        return sorted(r["ttft_ms"] for r in rows if "ttft_ms" in r)
+
+    assert frontier_ttft_ms() == frontier_ttft_ms(load_pattern="open_loop")
+    assert frontier_ttft_ms() != frontier_ttft_ms(load_pattern="closed_loop")

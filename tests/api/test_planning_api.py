@@ -185,7 +185,6 @@ def test_min_gpus_for_rate_and_default_catalog(client: TestClient) -> None:
         ({"requests_per_s": 1_000_001.0}, "requests_per_s"),
         ({"precisions": [{"weights": "fp7"}]}, "precisions.0.weights"),
         ({"load_pattern": "waves"}, "load_pattern"),
-        ({"mode": "static", "load_pattern": "offline"}, "load_pattern"),
     ],
 )
 def test_invalid_plans_name_the_field(
@@ -308,3 +307,12 @@ def test_plan_a_hybrid_mamba_model(client: TestClient) -> None:
     bf16 = [c for c in configs if c["precision"]["weights"] == "bf16"]
     assert configs and bf16
     assert all(c["parallelism"]["tp"] >= 2 for c in bf16)
+
+
+def test_a_static_plan_has_no_load_pattern(client: TestClient) -> None:
+    """A static batch has no arrivals: a static plan ignores load_pattern and echoes null."""
+    plain = client.post("/v1/plans", json=plan_body(mode="static"))
+    asked = client.post("/v1/plans", json=plan_body(mode="static", load_pattern="offline"))
+    assert plain.status_code == asked.status_code == 200, asked.text
+    assert asked.json()["workload"]["load_pattern"] is None
+    assert asked.json()["configurations"] == plain.json()["configurations"]

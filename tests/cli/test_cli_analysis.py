@@ -182,6 +182,7 @@ def test_plan_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None
     table = ridgeline_cli("plan", "llama-3.1-8b", "-a", "h100-sxm", "-w", "chat", "--top", "3")
     assert table.exit_code == 0, table.stderr
     assert "h100-sxm" in table.stdout and "configurations shown" in table.stdout
+    assert "serving (open loop)" in table.stdout  # the plan's default load pattern
 
 
 def test_plan_table_shows_the_blended_price_it_ranks_by(

@@ -281,6 +281,9 @@ def fix_chart_query(query: JsonDict, *, sweep: bool) -> None:
         if fitted != tokens or "context_tokens" in query:
             query["context_tokens"] = fitted
     if sweep:
+        # the estimate's rule: open-loop and offline loads are serving questions
+        if query.get("mode", "serving") == "static" and query.get("load_pattern") is not None:
+            query["load_pattern"] = "closed_loop"
         window = shape.max_context_tokens
         inp, out = _int(query.get("input_tokens"), 1024), _int(query.get("output_tokens"), 256)
         if window and inp + out > window:

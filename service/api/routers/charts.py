@@ -22,6 +22,7 @@ from service.api.schemas.analysis import (
     MAX_TOKENS,
     ActivationDtypeIn,
     KvCacheDtypeIn,
+    LoadPattern,
     SsmStateDtype,
 )
 from service.api.schemas.common import NO_NUL_PATTERN, Dtype
@@ -239,6 +240,7 @@ def sweep_chart_body(
     input_tokens: Tokens = 1024,
     output_tokens: Tokens = 256,
     mode: Literal["static", "serving"] = "serving",
+    load_pattern: LoadPattern = "closed_loop",
     batch_sizes: Annotated[
         str, batch_sizes_query(MAX_SWEEP_POINTS, "1,2,4,8")
     ] = DEFAULT_SWEEP_BATCHES,
@@ -259,7 +261,8 @@ def sweep_chart_body(
 
     422, naming the parameter, for what the stored model or accelerator cannot run (the rules
     of POST /v1/estimates: tp, pp and ep against the model's heads, layers and experts; the
-    context window; the accelerator needs a peak for the dtypes asked for).
+    context window; the accelerator needs a peak for the dtypes asked for; a load_pattern other
+    than closed_loop needs mode serving).
     """
     batches = parse_int_list(
         "batch_sizes", batch_sizes, low=1, high=MAX_BATCH_SIZE, most=MAX_SWEEP_POINTS
@@ -282,6 +285,7 @@ def sweep_chart_body(
             output_tokens=output_tokens,
             batch_sizes=batches,
             mode=mode,
+            load_pattern=load_pattern,
         )
     except EngineError as exc:
         return _engine_problem(exc)
@@ -449,6 +453,7 @@ def frontier_chart_body(
         ),
     ] = None,
     mode: Literal["static", "serving"] | None = None,
+    load_pattern: LoadPattern | None = None,
     backend: BackendQuery = None,
     calibration: Annotated[
         str | None, Query(min_length=1, max_length=100, pattern=NO_NUL_PATTERN)
@@ -475,6 +480,7 @@ def frontier_chart_body(
         "requests_per_s": requests_per_s,
         "max_gpus_per_replica": max_gpus_per_replica,
         "mode": mode,
+        "load_pattern": load_pattern,
         "backend": backend,
         "calibration": calibration,
     }

@@ -212,11 +212,12 @@ class PlanRequest(BaseModel):
     mode: Mode | None = Field(default=None, description="Default: the workload's, else serving.")
     load_pattern: LoadPattern | None = Field(
         default=None,
-        description="Serving only: how requests arrive. Default open_loop: a deployment's "
-        "users send them on their own, concurrency is the requests in flight, and a "
-        "profile's closed-loop harness terms are not applied. closed_loop (clients that each "
-        "send their next request when the last ends, as benchmark harnesses do) and offline "
-        "(requests queued at once) answer as POST /v1/estimates does.",
+        description="Serving plans: how requests arrive (a static plan has none and ignores "
+        "it). Default open_loop: a deployment's users send them on their own, concurrency is "
+        "the requests in flight, and a profile's closed-loop harness terms are not applied. "
+        "closed_loop (clients that each send their next request when the last ends, as "
+        "benchmark harnesses do) and offline (requests queued at once) answer as POST "
+        "/v1/estimates does.",
     )
     price_usd_per_hour: dict[Slug, Price] = Field(
         default_factory=dict,
