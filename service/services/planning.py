@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from service.engine.backend_names import canonical_backend
+from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.errors import EngineError
 from service.engine.estimate import EstimateResult
@@ -289,6 +290,25 @@ def upper_bound(
     )
 
 
+def _harness_terms_left_out(
+    accelerator_id: str, resolved: ResolvedEfficiency, question: PlanQuestion
+) -> str | None:
+    """A note naming the profile's fitted closed-loop harness terms that this plan's load
+    pattern leaves out (None when there are none, or the plan is a closed loop)."""
+    if resolved.profile is None or question.estimate_load_pattern == "closed_loop":
+        return None
+    fitted = CalibrationResult.from_dict(resolved.profile).harness_terms().get("closed_loop")
+    if not fitted:
+        return None
+    shown = ", ".join(f"{name} {value:.3g}" for name, value in sorted(fitted.items()))
+    profile_id = resolved.calibration["id"] if resolved.calibration else "?"
+    return (
+        f"{accelerator_id}: profile {profile_id} was fitted on closed-loop runs whose load "
+        f"generator's terms ({shown}) this {question.load_pattern} plan leaves out; "
+        "load_pattern closed_loop applies them"
+    )
+
+
 class PlanningService:
     """Answer planning questions against the catalog within one session."""
 
@@ -375,6 +395,9 @@ class PlanningService:
                 notes.append(
                     f"{acc.id}: no calibration intervals; targets judged on point predictions"
                 )
+            left_out = _harness_terms_left_out(acc.id, resolved, question)
+            if left_out:
+                notes.append(left_out)
             price = spec.price_usd_per_hour.get(acc.id)
             running_cap = (
                 scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None

@@ -693,6 +693,10 @@ def test_plans_apply_a_profile_within_its_reach_as_estimates_do(
         response = client.post("/v1/plans", json=asked)
         assert response.status_code == 200, response.text
         assert response.json()["workload"]["load_pattern"] == pattern
+        # the notes say which of the profile's fitted terms an open-loop plan leaves out
+        left_out = [n for n in response.json()["notes"] if "leaves out" in n]
+        assert len(left_out) == (pattern == "open_loop")
+        assert all("admission_wait_steps" in n for n in left_out)
         configs = response.json()["configurations"]
         assert configs and all(c["parallelism"]["tp"] == 8 for c in configs)
         for cfg in configs:
