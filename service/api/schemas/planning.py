@@ -254,7 +254,8 @@ class PlanWorkloadOut(BaseModel):
     use_interval_upper_bound: bool
     mode: Mode
     load_pattern: LoadPattern | None = Field(
-        description="How the serving plan's requests arrive (null for a static plan)."
+        default=None,
+        description="How the serving plan's requests arrive (null for a static plan).",
     )
 
 
