@@ -316,7 +316,7 @@ class AnalysisService:
             result,
             weights_dtype=result.precision.weights,  # native resolved by the engine
             backend=target.backend,
-            load_pattern="open_loop" if stream else load_pattern,
+            load_pattern=load_pattern,
             stream=stream,
         )
 

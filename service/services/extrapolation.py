@@ -44,7 +44,8 @@ def request_extrapolation(
 ) -> tuple[list[dict[str, Any]], Amounts | None]:
     """The ``calibration.extrapolation`` items of an estimate (each with its ``widening``) and,
     per metric, the interval widening amounts by kind (``request_widening``). ``stream``: the
-    answer is a simulated open-loop stream, which has no concurrency of its own to check."""
+    answer is a simulated open-loop stream, checked as open loop with no concurrency of its
+    own, whatever ``load_pattern`` its request names."""
     found, amounts = _outside(
         profile, model, accelerator_id, result, weights_dtype, backend, load_pattern, stream
     )
@@ -98,6 +99,8 @@ def _outside(
     if profile is None or profile.get("domain") is None:
         return [], None
     domain = Domain.from_dict(profile["domain"])
+    if stream:
+        load_pattern = "open_loop"
     request: dict[str, Any] = {
         "mode": result.mode,
         "batch_sizes": () if stream else result.running_batch_size,
