@@ -6,18 +6,38 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, insert, or_, select, text
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session, aliased
 
 from service.db.models import (
     VISIBILITY_PUBLISHED,
     ApiKeyRow,
     CalibrationMeasurementRow,
+    CalibrationProfileModelRow,
     CalibrationProfileRow,
     IdempotencyKeyRow,
+    ModelRow,
 )
 
 AUTO = "auto"  # a request's ``calibration``: choose a stored profile (else a profile id)
+
+
+def fitted_models(result: Mapping[str, Any]) -> dict[str, str]:
+    """Model id → kind of the models a stored result's domain was fitted on (none for a
+    kernel-only profile)."""
+    domain = result.get("domain") or {}
+    return {str(m["id"]): str(m["kind"]) for m in domain.get("models", ())}
 
 
 def visible_to(viewer: Any) -> ColumnElement[bool]:
@@ -42,30 +62,53 @@ def visible_to(viewer: Any) -> ColumnElement[bool]:
     )
 
 
-def _newest_id(backend: Any) -> ColumnElement[Any]:
-    """Newest visible profile id for the bound ``accelerator_id`` and ``backend`` ("": none)."""
+def _fitted_on(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    """1 when the profile of the enclosing select has a fitted model meeting ``condition``."""
+    fitted = CalibrationProfileModelRow
+    rows = select(fitted.profile_id).where(fitted.profile_id == CalibrationProfileRow.id, condition)
+    return case((rows.exists(), 1), else_=0)
+
+
+def _preferred_id(backend: Any) -> ColumnElement[Any]:
+    """The visible profile id for the bound ``accelerator_id`` and ``backend`` ("": none) that
+    suits the bound ``model_id`` best: fitted on that model, else on a model of its kind
+    (dense / MoE / MLA), else any; the newest among equals."""
     table = CalibrationProfileRow
+    fitted = CalibrationProfileModelRow
+    model_id: BindParameter[str] = bindparam("model_id")
+    request_kind = select(ModelRow.kind).where(ModelRow.id == model_id).scalar_subquery()
     stmt = select(table.id).where(
         table.accelerator == bindparam("accelerator_id"),
         table.backend == backend,
         visible_to(bindparam("viewer")),
     )
-    return stmt.order_by(table.created_at.desc(), table.id.desc()).limit(1).scalar_subquery()
+    return (
+        stmt.order_by(
+            _fitted_on(fitted.model_id == model_id).desc(),
+            _fitted_on(fitted.model_kind == request_kind).desc(),
+            table.created_at.desc(),
+            table.id.desc(),
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class ProfileChoice:
     """The profile a request's ``calibration`` and ``backend`` select, as one SQL column.
 
-    The one home of the rule: ``auto`` with a backend takes the newest profile of that
-    backend for the accelerator, else the newest one fitted without a backend; ``auto``
-    without a backend takes only profiles fitted without one (another backend's host
-    overheads are never applied to a request that did not ask for it); any other value is a
-    profile id (on any accelerator). Either way only profiles visible to the viewer count
-    (``visible_to``: published ones and the caller's own private ones). ``column`` is a
-    scalar subquery giving the chosen id (NULL: none); it binds ``accelerator_id`` and
-    ``params``. ``key`` names the statement's shape, so a query built around it can be cached
-    and reused with other parameters.
+    The one home of the rule: ``auto`` with a backend takes a profile of that backend for the
+    accelerator, else one fitted without a backend; ``auto`` without a backend takes only
+    profiles fitted without one (another backend's host overheads are never applied to a
+    request that did not ask for it). Among those it prefers one fitted on the request's
+    model, then one fitted on a model of the same kind (a profile's engine terms were fitted
+    on its models), then the newest (``_preferred_id``). Any other value is a profile id (on
+    any accelerator). Either way only profiles visible to the viewer count (``visible_to``:
+    published ones and the caller's own private ones). ``column`` is a scalar subquery giving
+    the chosen id (NULL: none); it binds ``accelerator_id``, ``model_id`` and ``params``.
+    ``key`` names the statement's shape, so a query built around it can be cached and reused
+    with other parameters.
     """
 
     key: str
@@ -86,9 +129,9 @@ def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> P
             "id", stmt.scalar_subquery(), {"profile_id": calibration, "viewer": viewer}
         )
     if backend:
-        column = func.coalesce(_newest_id(bindparam("backend")), _newest_id(""))
+        column = func.coalesce(_preferred_id(bindparam("backend")), _preferred_id(""))
         return ProfileChoice("auto-backend", column, {"backend": backend, "viewer": viewer})
-    return ProfileChoice("auto-generic", _newest_id(""), {"viewer": viewer})
+    return ProfileChoice("auto-generic", _preferred_id(""), {"viewer": viewer})
 
 
 class CalibrationRepository:
@@ -134,9 +177,16 @@ class CalibrationRepository:
     def add(
         self, row: CalibrationProfileRow, measurements: Sequence[Mapping[str, Any]]
     ) -> CalibrationProfileRow:
-        """Insert a profile and its measurements (``{"kind", "data"}`` each, in order) and flush."""
+        """Insert a profile, the models its domain was fitted on and its measurements
+        (``{"kind", "data"}`` each, in order) and flush."""
         self.session.add(row)
         self.session.flush()
+        fitted = [
+            {"profile_id": row.id, "model_id": model_id, "model_kind": kind}
+            for model_id, kind in fitted_models(row.result).items()
+        ]
+        if fitted:
+            self.session.execute(insert(CalibrationProfileModelRow), fitted)
         if measurements:
             rows = [
                 {"profile_id": row.id, "position": i, "kind": m["kind"], "data": m["data"]}
@@ -177,14 +227,21 @@ class CalibrationRepository:
         return self.session.scalars(stmt.order_by(CalibrationProfileRow.id).limit(limit)).all()
 
     def choose(
-        self, accelerator: str, backend: str | None, calibration: str, viewer: str = ""
+        self,
+        accelerator: str,
+        backend: str | None,
+        calibration: str,
+        viewer: str = "",
+        *,
+        model_id: str = "",
     ) -> CalibrationProfileRow | None:
-        """Return the profile ``profile_choice(backend, calibration, viewer)`` picks, or None."""
+        """Return the profile ``profile_choice(backend, calibration, viewer)`` picks for a
+        request about ``model_id`` ("": no model preferred), or None."""
         choice = profile_choice(backend, calibration, viewer)
         # An alias, so the choice's subqueries are not correlated with the selected row.
         chosen = aliased(CalibrationProfileRow, name="chosen")
         stmt = select(chosen).where(chosen.id == choice.column)
-        params = {"accelerator_id": accelerator, **choice.params}
+        params = {"accelerator_id": accelerator, "model_id": model_id, **choice.params}
         return self.session.scalars(stmt, params).first()
 
     def newest_visible(

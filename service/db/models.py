@@ -89,6 +89,9 @@ class ModelRow(CatalogRowMixin, Base):
     num_layers: Mapped[int] = mapped_column(Integer)
     hidden_size: Mapped[int] = mapped_column(Integer)
     num_experts: Mapped[int] = mapped_column(Integer, default=0)
+    # dense / moe / mla (engine.calibration.domain.model_kind): what ``auto`` matches a
+    # profile's fitted models on (calibration_repository.profile_choice).
+    kind: Mapped[str] = mapped_column(String(16), default="dense", server_default="dense")
     vendor_stated_params: Mapped[Any] = mapped_column(JSON, nullable=True, default=None)
     # Every ModelShape field except id/name/family.
     shape: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -136,6 +139,19 @@ class CalibrationProfileRow(Base):
     visibility: Mapped[str] = mapped_column(
         String(16), default="published", server_default="published"
     )
+
+
+class CalibrationProfileModelRow(Base):
+    """A model a profile's end-to-end runs were fitted on (its domain's models, as rows so that
+    ``auto`` can prefer a profile fitted on the request's model, or on one of its kind)."""
+
+    __tablename__ = "calibration_profile_models"
+
+    profile_id: Mapped[str] = mapped_column(
+        String(40), ForeignKey("calibration_profiles.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    model_kind: Mapped[str] = mapped_column(String(16))  # dense / moe / mla
 
 
 VISIBILITY_PRIVATE = "private"

@@ -45,13 +45,14 @@ def json_floats(values: npt.ArrayLike) -> list[Any]:
 def calibration_json(
     target: AnalysisTarget,
     resolved: ResolvedEfficiency,
+    model: ModelShape,
     extrapolation: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The answer's ``calibration`` object: the profile used, why, and (estimates) what of the
     request lies outside its domain; None for the spec sheet."""
     if resolved.calibration is None:
         return None
-    reason = choice_reason(target.calibration, target.backend, resolved.calibration)
+    reason = choice_reason(target.calibration, target.backend, resolved, model)
     out = {**resolved.calibration, "reason": reason}
     return out if extrapolation is None else {**out, "extrapolation": extrapolation}
 
@@ -246,7 +247,7 @@ def estimate_header(
         "output_tokens": result.output_tokens,
         "gpus_per_replica": result.gpus_per_replica,
         "gpus": fleet_gpus(result.gpus_per_replica, target.dp),
-        "calibration": calibration_json(target, resolved, extrapolation or []),
+        "calibration": calibration_json(target, resolved, model, extrapolation or []),
         "efficiency_prior": resolved.efficiency_prior,
         "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
         "critical_batch_size": result.critical_batch_size,

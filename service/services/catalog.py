@@ -36,6 +36,7 @@ from service.db.models import (
     utcnow,
 )
 from service.db.session import begin_write
+from service.engine.calibration.domain import model_kind
 from service.engine.hardware import Accelerator
 from service.engine.hf_import import shape_from_hf_config
 from service.engine.param_count import count_parameters
@@ -146,6 +147,7 @@ def apply_model(row: ModelRow, data: Mapping[str, Any]) -> None:
     row.num_layers = shape.num_layers
     row.hidden_size = shape.hidden_size
     row.num_experts = shape.num_experts
+    row.kind = model_kind(shape)
     row.total_params = int(counts.total)
     row.active_params = int(counts.active)
 

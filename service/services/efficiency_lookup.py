@@ -23,10 +23,11 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import AUTO, CalibrationRepository
+from service.db.calibration_repository import AUTO, CalibrationRepository, fitted_models
 from service.db.catalog_repository import AcceleratorRepository
 from service.db.freshness import Token
 from service.db.models import CalibrationProfileRow
+from service.engine.calibration.domain import model_kind
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
 from service.engine.calibration.priors import with_engine_priors
@@ -40,6 +41,7 @@ from service.engine.efficiency import (
 )
 from service.engine.estimate import EstimateResult
 from service.engine.hardware import Accelerator
+from service.engine.shapes import ModelShape
 from service.services.catalog import CatalogTokens
 from service.services.errors import NotFoundError
 from service.services.representation import accelerator_from_row
@@ -96,20 +98,43 @@ def _accelerator(session: Session, accelerator_id: str) -> Accelerator | None:
     return None if row is None else accelerator_from_row(row)
 
 
-def choice_reason(calibration: str, backend: str | None, chosen: Mapping[str, Any]) -> str:
-    """Say why ``calibration`` (with the request's ``backend``) chose the profile ``chosen``."""
+def _model_match(model: ModelShape, profile: Mapping[str, Any] | None) -> str:
+    """How ``auto``'s model preference (``profile_choice``) met the chosen profile."""
+    fitted = fitted_models(profile or {})
+    kind = model_kind(model)
+    if model.id in fitted:
+        return "fitted on this model"
+    same_kind = sorted(m for m, k in fitted.items() if k == kind)
+    if same_kind:
+        return f"fitted on {kind} models like this one ({', '.join(same_kind)}), none on it"
+    return f"none fitted on this model or another {kind} model"
+
+
+def choice_reason(
+    calibration: str,
+    backend: str | None,
+    resolved: ResolvedEfficiency,
+    model: ModelShape,
+) -> str:
+    """Say why ``calibration`` (with the request's ``backend`` and ``model``) chose the profile
+    of ``resolved``."""
     if calibration != AUTO:
         return "the profile named by id"
+    chosen = resolved.calibration or {}
+    match = _model_match(model, resolved.profile)
     if chosen.get("backend"):
-        return f"auto: the newest profile of backend {chosen['backend']} for this accelerator"
+        return (
+            f"auto: a profile of backend {chosen['backend']} for this accelerator, {match}; "
+            "the newest such"
+        )
     if backend:
         return (
-            f"auto: no profile of backend {backend} for this accelerator; the newest one "
-            "fitted without a backend"
+            f"auto: no profile of backend {backend} for this accelerator; one fitted without "
+            f"a backend, {match}; the newest such"
         )
     return (
-        "auto: the newest profile fitted without a backend for this accelerator (name a "
-        "backend to use that backend's profiles)"
+        f"auto: a profile fitted without a backend for this accelerator, {match}; the newest "
+        "such (name a backend to use that backend's profiles)"
     )
 
 
@@ -119,18 +144,22 @@ def resolve_efficiency(
     backend: str | None,
     calibration: str,
     *,
+    model_id: str = "",
     viewer: str = "",
     accelerator: Accelerator | None = None,
 ) -> ResolvedEfficiency:
-    """Return the efficiency parameters for ``calibration`` as chosen for ``viewer`` (the
-    caller's API key prefix, "" anonymous); NotFoundError for an unknown or invisible id.
+    """Return the efficiency parameters for ``calibration`` as chosen for a request about
+    ``model_id`` by ``viewer`` (the caller's API key prefix, "" anonymous); NotFoundError
+    for an unknown or invisible id.
 
     ``accelerator`` is the target's catalog entry; without it, it is read from the database.
     """
     target = accelerator if accelerator is not None else _accelerator(session, accelerator_id)
     if calibration == NONE:
         return uncalibrated(target, backend)
-    row = CalibrationRepository(session).choose(accelerator_id, backend, calibration, viewer)
+    row = CalibrationRepository(session).choose(
+        accelerator_id, backend, calibration, viewer, model_id=model_id
+    )
     if row is None:
         if calibration != AUTO:
             raise NotFoundError("calibration profile", calibration)

@@ -117,7 +117,7 @@ class AnalysisService:
             "context_tokens": result.context_tokens,
             **target_echo(target, result.precision, model),
             "compute_dtype": result.compute_dtype,
-            "calibration": calibration_json(target, resolved),
+            "calibration": calibration_json(target, resolved, model),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,

@@ -44,7 +44,11 @@ from service.engine.traffic.fleet import FleetSize, fewest_replicas_bound, size_
 from service.engine.traffic.model import Replica, SloTarget, TrafficSpec
 from service.engine.workloads import WORKLOADS, LengthStats, Workload
 from service.services.catalog import CatalogService
-from service.services.efficiency_lookup import ResolvedEfficiency, resolve_efficiency
+from service.services.efficiency_lookup import (
+    ResolvedEfficiency,
+    choice_reason,
+    resolve_efficiency,
+)
 from service.services.errors import FieldError
 from service.services.extrapolation import reach_params, request_widening
 from service.services.traffic import (
@@ -388,21 +392,35 @@ class PlanningService:
         notes: list[str] = []
         candidates: list[Candidate] = []
         for acc in accelerators:
-            resolved = resolve_efficiency(
-                self.session, acc.id, spec.backend, spec.calibration, viewer=self.viewer
-            )
-            if spec.use_interval_upper_bound and resolved.profile is None:
-                notes.append(
-                    f"{acc.id}: no calibration intervals; targets judged on point predictions"
-                )
-            left_out = _harness_terms_left_out(acc.id, resolved, question)
-            if left_out:
-                notes.append(left_out)
             price = spec.price_usd_per_hour.get(acc.id)
             running_cap = (
                 scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None
             )
             for model in models:
+                resolved = resolve_efficiency(
+                    self.session,
+                    acc.id,
+                    spec.backend,
+                    spec.calibration,
+                    model_id=model.id,
+                    viewer=self.viewer,
+                    accelerator=acc,
+                )
+                if spec.use_interval_upper_bound and resolved.profile is None:
+                    notes.append(
+                        f"{acc.id}: no calibration intervals; targets judged on point predictions"
+                    )
+                left_out = _harness_terms_left_out(acc.id, resolved, question)
+                if left_out:
+                    notes.append(left_out)
+                calibration = (
+                    None
+                    if resolved.calibration is None
+                    else {
+                        **resolved.calibration,
+                        "reason": choice_reason(spec.calibration, spec.backend, resolved, model),
+                    }
+                )
                 for layout in layouts(
                     model,
                     spec.max_gpus_per_replica,
@@ -430,7 +448,7 @@ class PlanningService:
                                     model=model,
                                 ),
                                 price_usd_per_hour=price,
-                                calibration=resolved.calibration,
+                                calibration=calibration,
                                 upper_bound=upper_bound(
                                     resolved,
                                     spec.backend,
@@ -442,7 +460,7 @@ class PlanningService:
                                 max_running_requests=running_cap,
                             )
                         )
-        return candidates, notes
+        return candidates, list(dict.fromkeys(notes))
 
     def plan(self, spec: PlanSpec) -> dict[str, Any]:
         """Answer as a JSON-ready dict (no configuration is an answer, not an error)."""

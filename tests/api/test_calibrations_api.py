@@ -535,7 +535,8 @@ def test_auto_uses_the_newest_profile_with_intervals(
         "name": "qwen3 serving",
         "backend": "trtllm",
         "transferred_from": None,
-        "reason": "auto: the newest profile of backend trtllm for this accelerator",
+        "reason": "auto: a profile of backend trtllm for this accelerator, fitted on this "
+        "model; the newest such",
     }
     # the profile was fitted on fp8 runs at concurrency >= 8: bf16 and concurrency 1 lie outside
     by_dimension = {e["dimension"]: e for e in outside}
@@ -554,6 +555,48 @@ def test_auto_uses_the_newest_profile_with_intervals(
     assert by_id["points"] == auto["points"]
     # another backend falls back to a backend-less profile, of which there is none
     assert estimate(client, backend="vllm")["calibration"] is None
+
+
+def test_auto_prefers_a_profile_fitted_on_the_model_or_its_kind(
+    client: TestClient, auth_headers: dict[str, str], serving_profile: dict[str, Any]
+) -> None:
+    """A newer TensorRT-LLM profile of kernel tables alone does not displace the one fitted on
+    Qwen3-32B runs for Qwen3-32B, nor for Llama-3.1-8B (dense like it); for MoE gpt-oss-120b,
+    which no profile was fitted on a model of its kind, the newest is chosen. Plans choose the
+    same way, per model, and say why."""
+    body = json_body(GEMM, backend="trtllm")
+    kernels = created(client.post("/v1/calibrations", json=body, headers=auth_headers))
+    cases = {
+        "qwen3-32b": (serving_profile["id"], "fitted on this model"),
+        "llama-3.1-8b": (
+            serving_profile["id"],
+            "fitted on dense models like this one (qwen3-32b), none on it",
+        ),
+        "gpt-oss-120b": (kernels["id"], "none fitted on this model or another moe model"),
+    }
+    for model, (profile_id, why) in cases.items():
+        chosen = estimate(client, model=model)["calibration"]
+        assert chosen["id"] == profile_id, model
+        assert chosen["reason"] == (
+            f"auto: a profile of backend trtllm for this accelerator, {why}; the newest such"
+        )
+    plan = {
+        "models": list(cases),
+        "accelerators": ["h100-sxm"],
+        "input_tokens": 1024,
+        "output_tokens": 128,
+        "slo": {"ttft_ms_max": 100000, "tpot_ms_max": 1000},
+        "backend": "trtllm",
+        "concurrency_levels": 2,
+    }
+    response = client.post("/v1/plans", json=plan)
+    assert response.status_code == 200, response.text
+    configs = response.json()["configurations"]
+    assert {c["model"] for c in configs} == set(cases)
+    for cfg in configs:
+        profile_id, why = cases[cfg["model"]]
+        assert cfg["calibration"]["id"] == profile_id, cfg["model"]
+        assert why in cfg["calibration"]["reason"]
 
 
 def test_a_backend_is_one_engine_however_it_is_spelled(

@@ -16,7 +16,7 @@ from service.db.calibration_repository import (
     IdempotencyRepository,
     profile_choice,
 )
-from service.db.models import CalibrationProfileRow, IdempotencyKeyRow
+from service.db.models import CalibrationProfileModelRow, CalibrationProfileRow, IdempotencyKeyRow
 from service.engine.calibration.priors import with_engine_priors
 from service.engine.efficiency import spec_sheet_efficiency
 from service.services.catalog import CatalogService
@@ -35,11 +35,15 @@ def profile(
     version: int = 1,
     minutes: int = 0,
     step_overhead_us: float = 400.0,
+    models: dict[str, str] | None = None,
 ) -> CalibrationProfileRow:
+    """A stored profile; ``models``: id → kind of the models its runs were fitted on."""
     result: dict[str, Any] = {
         "accelerator": accelerator,
         "parameters": {"step_overhead_us": step_overhead_us},
     }
+    if models:
+        result["domain"] = {"models": [{"id": m, "kind": k} for m, k in models.items()]}
     return CalibrationProfileRow(
         id=profile_id,
         accelerator=accelerator,
@@ -188,10 +192,75 @@ def test_choose_applies_one_rule_in_python_and_in_the_freshness_column(
         ("h100-sxm", None, "cal_missing"): None,
     }
     for (accelerator, backend, calibration), expected in cases.items():
-        row = repo.choose(accelerator, backend, calibration)
-        assert (row.id if row is not None else None) == expected, (accelerator, backend)
-        choice = profile_choice(backend, calibration)
-        column = db_session.scalar(
-            select(choice.column), {"accelerator_id": accelerator, **choice.params}
-        )
-        assert column == expected, (accelerator, backend, calibration)
+        assert _chosen(db_session, accelerator, backend, calibration) == expected
+
+
+def _chosen(
+    session: Session, accelerator: str, backend: str | None, calibration: str, model_id: str = ""
+) -> str | None:
+    """The profile ``choose`` picks, checked to be the one the freshness column picks."""
+    row = CalibrationRepository(session).choose(
+        accelerator, backend, calibration, model_id=model_id
+    )
+    chosen = row.id if row is not None else None
+    choice = profile_choice(backend, calibration)
+    params = {"accelerator_id": accelerator, "model_id": model_id, **choice.params}
+    assert session.scalar(select(choice.column), params) == chosen
+    return chosen
+
+
+def test_auto_prefers_a_profile_fitted_on_the_model_then_on_its_kind(db_session: Session) -> None:
+    """Among a backend's profiles, one fitted on the request's model beats a newer one; then
+    one fitted on a model of the same kind (dense, MoE); the newest among equals."""
+    repo = CalibrationRepository(db_session)
+    repo.add(
+        profile(
+            "cal_llama",
+            name="cal_llama",
+            backend="vllm",
+            minutes=1,
+            models={"llama-3.1-8b": "dense"},
+        ),
+        [],
+    )
+    repo.add(
+        profile(
+            "cal_qwen", name="cal_qwen", backend="vllm", minutes=2, models={"qwen3-32b": "dense"}
+        ),
+        [],
+    )
+    repo.add(
+        profile(
+            "cal_oss", name="cal_oss", backend="vllm", minutes=3, models={"gpt-oss-120b": "moe"}
+        ),
+        [],
+    )
+    repo.add(
+        profile("cal_kernels", name="cal_kernels", backend="vllm", minutes=4), []
+    )  # kernel tables only
+    repo.add(profile("cal_plain", minutes=5, models={"llama-3.1-8b": "dense"}), [])
+    cases = {
+        ("vllm", "llama-3.1-8b"): "cal_llama",  # fitted on it, though the oldest
+        ("vllm", "qwen3-32b"): "cal_qwen",
+        ("vllm", "llama-3.1-70b"): "cal_qwen",  # newest dense; the newer MoE one is passed over
+        ("vllm", "qwen3-235b-a22b"): "cal_oss",  # MoE like gpt-oss-120b
+        ("vllm", "deepseek-v3"): "cal_kernels",  # MLA: no fitted model of its kind, newest
+        ("vllm", ""): "cal_kernels",
+        ("sglang", "qwen3-32b"): "cal_plain",  # no sglang profile: the backendless one
+        (None, "qwen3-32b"): "cal_plain",
+    }
+    for (backend, model_id), expected in cases.items():
+        assert _chosen(db_session, "h100-sxm", backend, "auto", model_id) == expected, model_id
+    # An id is an id, whatever the model.
+    assert _chosen(db_session, "h100-sxm", "vllm", "cal_oss", "llama-3.1-8b") == "cal_oss"
+    kinds = dict(
+        db_session.execute(
+            select(CalibrationProfileModelRow.profile_id, CalibrationProfileModelRow.model_kind)
+        ).all()
+    )
+    assert kinds == {
+        "cal_llama": "dense",
+        "cal_qwen": "dense",
+        "cal_oss": "moe",
+        "cal_plain": "dense",
+    }

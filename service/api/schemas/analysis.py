@@ -298,9 +298,10 @@ class CalibrationOut(BaseModel):
     transferred_from: str | None = None
     reason: str | None = Field(
         default=None,
-        description='Why this profile: named by id, or how "auto" chose it (the newest profile '
-        "of the request's backend, else one fitted without a backend; a request naming no "
-        "backend uses only profiles fitted without one).",
+        description='Why this profile: named by id, or how "auto" chose it (a profile of the '
+        "request's backend, else one fitted without a backend; a request naming no backend "
+        "uses only profiles fitted without one; among those, one fitted on the request's "
+        "model, else on a model of its kind (dense, MoE, MLA), else the newest).",
     )
     extrapolation: list[ExtrapolationOut] = Field(
         default_factory=list,
