@@ -253,16 +253,6 @@ class CalibrationRepository:
         stmt = stmt.order_by(table.created_at.desc(), table.id.desc()).limit(limit)
         return self.session.scalars(stmt).all()
 
-    def newest(self, accelerator: str, backend: str | None) -> CalibrationProfileRow | None:
-        """Return the newest profile for an accelerator with this backend ("" none; None any)."""
-        stmt = select(CalibrationProfileRow).where(CalibrationProfileRow.accelerator == accelerator)
-        if backend is not None:
-            stmt = stmt.where(CalibrationProfileRow.backend == backend)
-        stmt = stmt.order_by(
-            CalibrationProfileRow.created_at.desc(), CalibrationProfileRow.id.desc()
-        )
-        return self.session.scalars(stmt.limit(1)).first()
-
 
 class IdempotencyRepository:
     """Stored first answers keyed by (owner, endpoint, Idempotency-Key)."""

@@ -1,4 +1,4 @@
-"""Calibration persistence: versions, measurements, constraints, newest-profile lookup, and
+"""Calibration persistence: versions, measurements, constraints, the profile `auto` chooses, and
 how estimates resolve ``calibration`` against stored profiles."""
 
 from __future__ import annotations
@@ -108,19 +108,12 @@ def test_an_idempotency_key_is_unique_per_owner_and_endpoint(db_session: Session
     db_session.rollback()
 
 
-def test_newest_and_pages(db_session: Session) -> None:
+def test_pages(db_session: Session) -> None:
     repo = CalibrationRepository(db_session)
     repo.add(profile("cal_1", backend="vllm", minutes=1), [])
     repo.add(profile("cal_2", backend="", minutes=2), [])
     repo.add(profile("cal_3", backend="vllm", name="q", minutes=3), [])
     repo.add(profile("cal_4", accelerator="h200-sxm", minutes=4), [])
-    newest_vllm = repo.newest("h100-sxm", "vllm")
-    newest_plain = repo.newest("h100-sxm", "")
-    newest_any = repo.newest("h100-sxm", None)
-    assert newest_vllm is not None and newest_vllm.id == "cal_3"
-    assert newest_plain is not None and newest_plain.id == "cal_2"
-    assert newest_any is not None and newest_any.id == "cal_3"
-    assert repo.newest("b200", None) is None
     assert [r.id for r in repo.page(viewer="", limit=2)] == ["cal_1", "cal_2"]
     assert [r.id for r in repo.page(viewer="", after_id="cal_2")] == ["cal_3", "cal_4"]
     assert [r.id for r in repo.page(viewer="", accelerator="h200-sxm")] == ["cal_4"]
