@@ -38,6 +38,8 @@ def calibration_note(calibration: Any) -> str:
     note = f"calibration {calibration.name} ({calibration.id})"
     if calibration.transferred_from:
         note += f", transferred from {calibration.transferred_from}"
+    if calibration.reason:
+        note += f" [{calibration.reason}]"
     outside = [_outside(item) for item in calibration.extrapolation]
     if outside:
         note += "; outside its fit (intervals widened): " + ", ".join(outside)

@@ -92,6 +92,7 @@ def test_table_title_names_the_load_pattern_and_backend(ridgeline_cli: Invoke) -
 def test_table_footer_names_what_lies_outside_the_profile() -> None:
     calibration = CalibrationOut.model_validate(
         {"id": "cal_1", "name": "h100 serving", "transferred_from": "h100-sxm",
+         "reason": "the profile named by id",
          "extrapolation": [
              {"dimension": "concurrency", "requested": 512.0, "fitted_low": 8.0,
               "fitted_high": 128.0},
@@ -99,7 +100,8 @@ def test_table_footer_names_what_lies_outside_the_profile() -> None:
          ]}
     )  # fmt: skip
     assert calibration_note(calibration) == (
-        "calibration h100 serving (cal_1), transferred from h100-sxm; outside its fit "
+        "calibration h100 serving (cal_1), transferred from h100-sxm [the profile named by id]; "
+        "outside its fit "
         "(intervals widened): concurrency 512 (fitted 8-128), model deepseek-r1 (fitted qwen3-32b)"
     )
 
