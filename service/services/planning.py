@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from service.db.calibration_repository import AUTO
 from service.engine.backend_names import canonical_backend
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
@@ -379,6 +380,31 @@ class PlanningService:
             return everything
         return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
+    def _resolve(
+        self, spec: PlanSpec, acc: Accelerator, models: list[ModelShape]
+    ) -> dict[str, ResolvedEfficiency]:
+        """The profile ``spec.calibration`` resolves to on ``acc``, per model. Only ``auto``
+        depends on the model (``profile_choice`` prefers one fitted on it or its kind), and
+        only where the accelerator has a profile it may take at all."""
+
+        def resolve(model: ModelShape) -> ResolvedEfficiency:
+            return resolve_efficiency(
+                self.session,
+                acc.id,
+                spec.backend,
+                spec.calibration,
+                model_id=model.id,
+                viewer=self.viewer,
+                accelerator=acc,
+            )
+
+        if not models:
+            return {}
+        first = resolve(models[0])
+        if spec.calibration != AUTO or first.calibration is None:
+            return {model.id: first for model in models}
+        return {model.id: first if i == 0 else resolve(model) for i, model in enumerate(models)}
+
     def candidates(
         self, spec: PlanSpec, question: PlanQuestion
     ) -> tuple[list[Candidate], list[str]]:
@@ -396,16 +422,9 @@ class PlanningService:
             running_cap = (
                 scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None
             )
+            by_model = self._resolve(spec, acc, models)
             for model in models:
-                resolved = resolve_efficiency(
-                    self.session,
-                    acc.id,
-                    spec.backend,
-                    spec.calibration,
-                    model_id=model.id,
-                    viewer=self.viewer,
-                    accelerator=acc,
-                )
+                resolved = by_model[model.id]
                 if spec.use_interval_upper_bound and resolved.profile is None:
                     notes.append(
                         f"{acc.id}: no calibration intervals; targets judged on point predictions"
