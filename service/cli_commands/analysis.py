@@ -32,9 +32,11 @@ ModelArg = Annotated[str, typer.Argument(help="Model id, e.g. llama-3.1-70b.")]
 AcceleratorArg = Annotated[str, typer.Argument(help="Accelerator id, e.g. h100-sxm.")]
 
 
-def calibration_note(calibration: Any) -> str:
+def calibration_note(calibration: Any, why_none: str | None = None) -> str:
+    """The table footer's account of the calibration (``why_none``: the answer's
+    ``calibration_note``, said when no profile applies)."""
     if calibration is None:
-        return "spec-sheet roofline (no calibration)"
+        return "spec-sheet roofline (no calibration)" + (f" [{why_none}]" if why_none else "")
     note = f"calibration {calibration.name} ({calibration.id})"
     if calibration.transferred_from:
         note += f", transferred from {calibration.transferred_from}"
@@ -138,11 +140,12 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
     critical = answer.critical_batch_size
     if answer.traffic is not None:
         yield traffic_table(answer.traffic)
+    calibration = calibration_note(answer.calibration, answer.calibration_note)
     yield (
         f"ridge point {number(answer.ridge_point_flop_per_byte)} FLOP/byte, "
         f"decode compute-bound from batch {critical if critical is not None else '-'}, "
         f"{number(answer.points[0].memory.capacity_gb) if answer.points else '-'} GB per GPU, "
-        f"KV cache fits {answer.max_batch_size} sequences; {calibration_note(answer.calibration)}"
+        f"KV cache fits {answer.max_batch_size} sequences; {calibration}"
     )
 
 

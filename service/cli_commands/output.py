@@ -94,4 +94,5 @@ def emit(
         # Rich wraps at 80 columns when not on a terminal: give piped tables room instead.
         console = Console(width=None if sys.stdout.isatty() else 200)
         for renderable in render():
-            console.print(renderable)
+            # plain strings are the answer's own text: "[auto: ...]" is not rich markup
+            console.print(renderable, markup=False)

@@ -108,12 +108,15 @@ class ProfileChoice:
     published ones and the caller's own private ones). ``column`` is a scalar subquery giving
     the chosen id (NULL: none); it binds ``accelerator_id``, ``model_id`` and ``params``.
     ``key`` names the statement's shape, so a query built around it can be cached and reused
-    with other parameters.
+    with other parameters. ``passed_over`` (``auto`` only; same binds) counts the visible
+    profiles of the accelerator the rule leaves aside for their backend, so that an answer
+    with no profile can say they exist.
     """
 
     key: str
     column: ColumnElement[Any]
     params: dict[str, Any]
+    passed_over: ColumnElement[Any] | None = None
 
 
 def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> ProfileChoice:
@@ -130,8 +133,23 @@ def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> P
         )
     if backend:
         column = func.coalesce(_preferred_id(bindparam("backend")), _preferred_id(""))
-        return ProfileChoice("auto-backend", column, {"backend": backend, "viewer": viewer})
-    return ProfileChoice("auto-generic", _preferred_id(""), {"viewer": viewer})
+        others = table.backend.not_in([bindparam("backend"), ""])
+        return ProfileChoice(
+            "auto-backend", column, {"backend": backend, "viewer": viewer}, _count(others)
+        )
+    return ProfileChoice(
+        "auto-generic", _preferred_id(""), {"viewer": viewer}, _count(table.backend != "")
+    )
+
+
+def _count(condition: ColumnElement[bool]) -> ColumnElement[Any]:
+    """How many profiles for the bound ``accelerator_id`` visible to the bound ``viewer`` meet
+    ``condition``."""
+    table = CalibrationProfileRow
+    stmt = select(func.count()).where(
+        table.accelerator == bindparam("accelerator_id"), visible_to(bindparam("viewer")), condition
+    )
+    return stmt.scalar_subquery()
 
 
 class CalibrationRepository:

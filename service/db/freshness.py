@@ -27,13 +27,15 @@ class TokenRow:
 
     ``extra`` is the linked value (a calibration profile id, or None) and ``linked`` the token
     of the accelerator row it names (a profile's source accelerator; None when there is no
-    value, or that accelerator is absent).
+    value, or that accelerator is absent). ``passed_over`` counts the profiles ``auto`` left
+    aside for their backend (``ProfileChoice.passed_over``; 0 otherwise).
     """
 
     model: Token | None
     accelerator: Token | None
     extra: Any = None
     linked: Token | None = None
+    passed_over: int = 0
 
 
 def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) -> list[Any]:
@@ -50,17 +52,21 @@ def linked_profile(
     """Return a cache key, the profile part of a request's freshness query and its parameters.
 
     A one-row subquery: ``value`` is the profile id ``calibration`` resolves to for ``viewer``
-    (the caller's API key prefix, "" anonymous; None: none) and ``accelerator`` the
+    (the caller's API key prefix, "" anonymous; None: none), ``accelerator`` the
     accelerator that profile was fitted on, whose spec sheet a transfer reads
-    (``freshness_query`` joins its token). Binds as ``profile_choice``.
+    (``freshness_query`` joins its token), and ``passed_over`` the profiles ``auto`` left
+    aside for their backend (``ProfileChoice.passed_over``). Binds as ``profile_choice``.
     """
     choice = profile_choice(backend, calibration, viewer)
     chosen = select(choice.column.label("id")).subquery("chosen_profile")
     # An alias, so the profile id subqueries are not correlated with the joined row; its id
     # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
     profile = aliased(CalibrationProfileRow, name="linked_profile")
+    passed_over = null() if choice.passed_over is None else choice.passed_over
     linked = select(
-        profile.id.label("value"), profile.accelerator.label("accelerator")
+        profile.id.label("value"),
+        profile.accelerator.label("accelerator"),
+        passed_over.label("passed_over"),
     ).select_from(chosen.outerjoin(profile, profile.id == chosen.c.id))
     return choice.key, linked.subquery("linked"), choice.params
 
@@ -68,21 +74,21 @@ def linked_profile(
 def freshness_query(linked: Subquery | None = None) -> Select[Any]:
     """Return the token query (binds ``model_id`` and ``accelerator_id``).
 
-    ``linked`` is an optional one-row subquery with columns ``value`` (returned as ``extra``)
-    and ``accelerator`` (an accelerator id whose token is returned as ``linked``), joined in
-    the same statement so that a request still costs one round trip.
+    ``linked`` is an optional one-row subquery with columns ``value`` (returned as ``extra``),
+    ``accelerator`` (an accelerator id whose token is returned as ``linked``) and
+    ``passed_over``, joined in the same statement so that a request still costs one round trip.
     """
     tokens = [
         *_token_columns(ModelRow, "model_id"),
         *_token_columns(AcceleratorRow, "accelerator_id"),
     ]
     if linked is None:
-        return select(*tokens, null(), null(), null())
+        return select(*tokens, null(), null(), null(), null())
     # An alias, so the target's token subqueries are not correlated with the joined row.
     other = aliased(AcceleratorRow, name="linked_accelerator")
-    return select(*tokens, linked.c.value, other.version, other.updated_at).select_from(
-        linked.outerjoin(other, other.id == linked.c.accelerator)
-    )
+    return select(
+        *tokens, linked.c.value, other.version, other.updated_at, linked.c.passed_over
+    ).select_from(linked.outerjoin(other, other.id == linked.c.accelerator))
 
 
 def _token(version: int | None, updated_at: datetime | None) -> Token | None:
@@ -104,4 +110,5 @@ def read_token_row(
         accelerator=_token(row[2], row[3]),
         extra=row[4],
         linked=_token(row[5], row[6]),
+        passed_over=int(row[7] or 0),
     )

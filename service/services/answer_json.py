@@ -20,7 +20,11 @@ from service.engine.replicas import REPLICATED_RATES, fleet_gpus, fleet_usd_per_
 from service.engine.roofline import IntensityRow
 from service.engine.shapes import ModelShape
 from service.services.analysis_specs import AnalysisTarget, EstimateSpec
-from service.services.efficiency_lookup import ResolvedEfficiency, choice_reason
+from service.services.efficiency_lookup import (
+    ResolvedEfficiency,
+    choice_reason,
+    uncalibrated_note,
+)
 
 
 def finite_or_none(value: float | None) -> float | None:
@@ -248,6 +252,9 @@ def estimate_header(
         "gpus_per_replica": result.gpus_per_replica,
         "gpus": fleet_gpus(result.gpus_per_replica, target.dp),
         "calibration": calibration_json(target, resolved, model, extrapolation or []),
+        "calibration_note": uncalibrated_note(
+            target.calibration, target.backend, resolved, accelerator.id
+        ),
         "efficiency_prior": resolved.efficiency_prior,
         "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
         "critical_batch_size": result.critical_batch_size,

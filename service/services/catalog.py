@@ -391,6 +391,7 @@ class CatalogTokens:
     extra: Any = None
     linked: Token | None = None
     closest: tuple[str, ...] = ()  # ids like the first absent one (read only when one is)
+    passed_over: int = 0
 
     def require(self) -> None:
         """Raise NotFoundError for the first absent row (the model, then the accelerator)."""
@@ -416,7 +417,14 @@ def read_tokens(
         )
         closest = tuple(closest_ids(wanted, catalog_ids(db, kind)))
     return CatalogTokens(
-        model_id, accelerator_id, row.model, row.accelerator, row.extra, row.linked, closest
+        model_id,
+        accelerator_id,
+        row.model,
+        row.accelerator,
+        row.extra,
+        row.linked,
+        closest,
+        row.passed_over,
     )
 
 

@@ -30,7 +30,7 @@ from service.db.models import CalibrationProfileRow
 from service.engine.calibration.domain import model_kind
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
-from service.engine.calibration.priors import with_engine_priors
+from service.engine.calibration.priors import GENERIC, prior_backend, with_engine_priors
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     EfficiencyParams,
@@ -62,7 +62,8 @@ class ResolvedEfficiency:
     and ``transferred`` says it is applied to another accelerator than it was fitted on.
     ``efficiency_prior`` is ``"measured_matmul"`` when a MAMF measurement set (or, on transfer,
     scaled) the GEMM compute efficiency, ``"default"`` for the H100-derived priors, and None
-    when a profile's fitted values are used as they are.
+    when a profile's fitted values are used as they are. ``passed_over`` counts the profiles
+    of the accelerator that ``auto`` left aside for their backend when it found none to take.
     """
 
     params: EfficiencyParams
@@ -70,6 +71,7 @@ class ResolvedEfficiency:
     profile: Mapping[str, Any] | None = None
     transferred: bool = False
     efficiency_prior: str | None = PRIOR_DEFAULT
+    passed_over: int = 0
 
 
 UNCALIBRATED = ResolvedEfficiency(params=DEFAULT_EFFICIENCY, calibration=None)
@@ -136,6 +138,38 @@ def choice_reason(
         f"auto: a profile fitted without a backend for this accelerator, {match}; the newest "
         "such (name a backend to use that backend's profiles)"
     )
+
+
+def uncalibrated_note(
+    calibration: str, backend: str | None, resolved: ResolvedEfficiency, accelerator_id: str
+) -> str | None:
+    """Say why ``auto`` answered from the spec sheet (None when a profile applies or the
+    request asked for ``none``), and what stored profiles it left aside for their backend."""
+    if calibration != AUTO or resolved.calibration is not None:
+        return None
+    if backend:
+        priors = f"{backend}'s" if prior_backend([backend]) != GENERIC else "the generic"
+        note = (
+            f"auto: no profile of backend {backend} or fitted without a backend for this "
+            f"accelerator, so the spec sheet with {priors} engine priors"
+        )
+        hint = (
+            "of other backends {are} stored for it; auto never applies another engine's "
+            f"overheads: name one by id to use its kernel efficiencies with {priors} engine "
+            "priors"
+        )
+    else:
+        note = (
+            "auto: no profile fitted without a backend for this accelerator, so the spec "
+            "sheet with the generic engine priors"
+        )
+        hint = "of named backends {are} stored for it: name the request's backend to use them"
+    count = resolved.passed_over
+    if count == 0:
+        return note
+    profiles = "1 profile" if count == 1 else f"{count} profiles"
+    listing = f"GET /v1/calibrations?accelerator={accelerator_id}"
+    return f"{note}; {profiles} {hint.format(are='is' if count == 1 else 'are')} ({listing})"
 
 
 def resolve_efficiency(

@@ -35,7 +35,11 @@ from service.services.answer_json import (
     target_echo,
 )
 from service.services.catalog import CatalogService
-from service.services.efficiency_lookup import ResolvedEfficiency, interval_columns
+from service.services.efficiency_lookup import (
+    ResolvedEfficiency,
+    interval_columns,
+    uncalibrated_note,
+)
 from service.services.errors import FieldError, ServiceError
 from service.services.extrapolation import Amounts, reach_params, request_extrapolation
 from service.services.target_lookup import CatalogLookup, Loaded
@@ -118,6 +122,9 @@ class AnalysisService:
             **target_echo(target, result.precision, model),
             "compute_dtype": result.compute_dtype,
             "calibration": calibration_json(target, resolved, model),
+            "calibration_note": uncalibrated_note(
+                target.calibration, target.backend, resolved, accelerator.id
+            ),
             "efficiency_prior": resolved.efficiency_prior,
             "ridge_point_flop_per_byte": finite_or_none(result.ridge_point_flop_per_byte),
             "critical_batch_size": result.critical_batch_size,

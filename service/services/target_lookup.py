@@ -6,6 +6,7 @@ and the calibration profile the request's choice resolves to; only a cache miss 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,15 @@ class CatalogLookup:
             raise NotFoundError("calibration profile", target.calibration)
         return None if tokens.extra is None else str(tokens.extra)
 
+    def _uncalibrated(
+        self, tokens: CatalogTokens, accelerator: Accelerator, target: AnalysisTarget
+    ) -> ResolvedEfficiency:
+        """The priors, with the profiles ``auto`` left aside for their backend (per request)."""
+        priors = self.profiles.uncalibrated(tokens, accelerator, target.backend)
+        if tokens.passed_over == 0:
+            return priors
+        return dataclasses.replace(priors, passed_over=tokens.passed_over)
+
     def cached(self, tokens: CatalogTokens, target: AnalysisTarget) -> Loaded | None:
         """Return the target from the caches, or None on a miss; NotFoundError if absent."""
         entries = self.catalog.cached(tokens)
@@ -83,7 +93,7 @@ class CatalogLookup:
             return None
         profile_id = self._profile_id(tokens, target)
         if profile_id is None:
-            return Loaded(*entries, self.profiles.uncalibrated(tokens, entries[1], target.backend))
+            return Loaded(*entries, self._uncalibrated(tokens, entries[1], target))
         resolved = self.profiles.cached(tokens, profile_id)
         return None if resolved is None else Loaded(*entries, resolved)
 
@@ -92,7 +102,7 @@ class CatalogLookup:
         model, accelerator = self.catalog.load(session, tokens)
         profile_id = self._profile_id(tokens, target)
         resolved = (
-            self.profiles.uncalibrated(tokens, accelerator, target.backend)
+            self._uncalibrated(tokens, accelerator, target)
             if profile_id is None
             else self.profiles.resolve(session, tokens, profile_id, accelerator)
         )

@@ -131,7 +131,11 @@ def test_decode_memory_bound_prefill_compute_bound(client: TestClient) -> None:
 
 
 def test_calibration_none_equals_auto(client: TestClient) -> None:
-    assert post(client, calibration="none") == post(client, calibration="auto")
+    """With no profile stored, auto answers as none does and says why."""
+    none, auto = post(client, calibration="none"), post(client, calibration="auto")
+    assert none.pop("calibration_note") is None
+    assert auto.pop("calibration_note").startswith("auto: no profile")
+    assert none == auto
 
 
 @pytest.mark.parametrize(

@@ -28,14 +28,12 @@ ESTIMATE = {
 }
 
 
-def upload(client: TestClient, key: str, name: str, **query: str) -> dict[str, Any]:
+def upload(
+    client: TestClient, key: str, name: str, backend: str | None = None, **query: str
+) -> dict[str, Any]:
     rows = read_measurement_file(GEMM, accelerator="h100-sxm").measurements
-    response = client.post(
-        "/v1/calibrations",
-        params=query,
-        json={"accelerator": "h100-sxm", "name": name, "measurements": rows},
-        headers={"X-API-Key": key},
-    )
+    body = {"accelerator": "h100-sxm", "name": name, "backend": backend, "measurements": rows}
+    response = client.post("/v1/calibrations", params=query, json=body, headers={"X-API-Key": key})
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -286,3 +284,48 @@ def test_a_private_profile_needs_an_owning_key() -> None:
     check_visibility("published", "")
     with pytest.raises(FieldError, match="needs an API key"):
         check_visibility("private", "")
+
+
+def test_auto_says_why_it_took_no_profile_and_counts_only_visible_ones(
+    client: TestClient, keys: dict[str, str]
+) -> None:
+    """With no profile to take, ``calibration_note`` says so and counts the profiles of other
+    backends the caller may see; with a profile, or with ``none``, it is null."""
+
+    def note(key: str | None, **fields: str) -> Any:
+        response = client.post("/v1/estimates", json={**ESTIMATE, **fields}, headers=headers(key))
+        assert response.status_code == 200, response.text
+        assert response.json()["calibration"] is None
+        return response.json()["calibration_note"]
+
+    plain = (
+        "auto: no profile of backend vllm or fitted without a backend for this accelerator, "
+        "so the spec sheet with vllm's engine priors"
+    )
+    assert note(None, backend="vllm") == plain
+    assert note(None, backend="vllm", calibration="none") is None
+    upload(client, keys["alice"], "trt", backend="trtllm")
+    upload(client, keys["bob"], "bobs sglang", backend="sglang", visibility="private")
+    listing = "(GET /v1/calibrations?accelerator=h100-sxm)"
+    assert note(None, backend="vllm") == (
+        f"{plain}; 1 profile of other backends is stored for it; auto never applies another "
+        "engine's overheads: name one by id to use its kernel efficiencies with vllm's engine "
+        f"priors {listing}"
+    )
+    bobs = note(keys["bob"], backend="vllm")
+    assert bobs.startswith(f"{plain}; 2 profiles of other backends are")
+    assert note(keys["bob"]) == (
+        "auto: no profile fitted without a backend for this accelerator, so the spec sheet "
+        "with the generic engine priors; 2 profiles of named backends are stored for it: name "
+        f"the request's backend to use them {listing}"
+    )
+    assert "the generic engine priors; 1 profile" in note(None, backend="lmdeploy")
+    taken = client.post("/v1/estimates", json={**ESTIMATE, "backend": "trtllm"}).json()
+    assert taken["calibration"] is not None and taken["calibration_note"] is None
+    step = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "phase": "decode",
+            "batch_size": 8, "context_tokens": 1024, "backend": "vllm"}  # fmt: skip
+    response = client.post("/v1/intensity", json=step)
+    assert response.status_code == 200, response.text
+    intensity = response.json()
+    assert intensity["calibration"] is None
+    assert intensity["calibration_note"] == note(None, backend="vllm")

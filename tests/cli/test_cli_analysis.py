@@ -89,6 +89,20 @@ def test_table_title_names_the_load_pattern_and_backend(ridgeline_cli: Invoke) -
     assert "serving (closed loop), 1024 in / 128 out" in " ".join(closed.stdout.split())
 
 
+def test_table_footer_prints_the_bracketed_note_as_text(ridgeline_cli: Invoke) -> None:
+    """The footer's "[...]" is the answer's own text, not rich markup to swallow."""
+    result = ridgeline_cli(
+        "estimate", "llama-3.1-8b", "h100-sxm", "-b", "4", "--mode", "serving",
+        "--backend", "lmdeploy",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "spec-sheet roofline (no calibration) [auto: no profile of backend lmdeploy or fitted "
+        "without a backend for this accelerator, so the spec sheet with the generic engine "
+        "priors]"
+    ) in " ".join(result.stdout.split())
+
+
 def test_table_footer_names_what_lies_outside_the_profile() -> None:
     calibration = CalibrationOut.model_validate(
         {"id": "cal_1", "name": "h100 serving", "transferred_from": "h100-sxm",

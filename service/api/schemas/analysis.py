@@ -317,6 +317,12 @@ EFFICIENCY_PRIOR_FIELD: Any = Field(
     "(MAMF / peak; also when it scaled a transferred profile), the H100-derived default, "
     "or null when a profile fitted on this accelerator supplies it.",
 )
+CALIBRATION_NOTE_FIELD: Any = Field(
+    default=None,
+    description="With calibration auto and no profile to take: why, and how many profiles of "
+    "other backends are stored for the accelerator; null when a profile applies or the request "
+    "asked for none.",
+)
 
 
 class IntensityResponse(BaseModel):
@@ -331,6 +337,7 @@ class IntensityResponse(BaseModel):
     parallelism: ParallelismIn
     compute_dtype: Dtype
     calibration: CalibrationOut | None
+    calibration_note: str | None = CALIBRATION_NOTE_FIELD
     efficiency_prior: EfficiencyPrior = EFFICIENCY_PRIOR_FIELD
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None = Field(
@@ -422,6 +429,7 @@ class EstimateResponse(BaseModel):
     output_tokens: int
     gpus_per_replica: int
     calibration: CalibrationOut | None
+    calibration_note: str | None = CALIBRATION_NOTE_FIELD
     efficiency_prior: EfficiencyPrior = EFFICIENCY_PRIOR_FIELD
     ridge_point_flop_per_byte: float
     critical_batch_size: int | None
