@@ -90,7 +90,14 @@ class EfficiencyParams:
     # first fitted per step), so the count it scales with is layers × sequences. The vLLM and
     # TensorRT-LLM priors take those fits (calibration/priors.py has the values).
     sequence_layer_overhead_us: float = 0.0
-    # Running sequences up to which a step pays the two per-sequence terms above in full; the
+    # The share of that per-sequence, per-layer work that runs on the GPUs and is split over
+    # the tensor-parallel ranks, charged as this / tp. Fitted per TP degree, the shipped serving
+    # runs' per-sequence cost falls with TP about as a + b / tp (vLLM Qwen3-32B: 1.15, 0.72,
+    # 0.50 µs at tp 2, 4, 8; SGLang 0.67, 0.35, 0.20; benchmarks/results/accuracy.md §7g),
+    # which one TP-independent term applies wrongly to every other TP degree. Prior 0 (the
+    # uncalibrated answer keeps the engines' one-term priors); fitted where runs span TP degrees.
+    sequence_layer_sharded_us: float = 0.0
+    # Running sequences up to which a step pays the per-sequence terms above in full; the
     # n-th sequence beyond it costs full_batch / n of one within it (half per doubling, the rule
     # calibration/reach.py applies beyond a parameter's evidence), so R > full_batch sequences
     # cost as many as full_batch · (1 + ln(R / full_batch)) (``operators.charged_sequences``).
@@ -224,6 +231,7 @@ PARAMETER_BOUNDS: Mapping[str, tuple[float, float]] = {
     "step_overhead_us": (0.0, 100_000.0),
     "sequence_overhead_us": (0.0, 1000.0),
     "sequence_layer_overhead_us": (0.0, 100.0),
+    "sequence_layer_sharded_us": (0.0, 100.0),
     "sequence_overhead_full_batch": (1.0, 1_000_000.0),
     "eager_layer_launch_us": (0.0, 100_000.0),
     "collective_latency_us": (0.0, 1000.0),

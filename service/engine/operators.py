@@ -770,10 +770,12 @@ class _StepBuilder:
         self.communication()
         p = self.params
         # Host overheads: per layer, per step, and per sequence in the step (one logit row each),
-        # the last both per step and per layer (efficiency.py).
+        # the last both per step and per layer, part of it split over the tp ranks
+        # (efficiency.py).
         layers = self.model.num_layers
         fixed_us = layers * p.layer_overhead_us + p.step_overhead_us
-        per_sequence_us = p.sequence_overhead_us + layers * p.sequence_layer_overhead_us
+        per_layer_us = p.sequence_layer_overhead_us + p.sequence_layer_sharded_us / self.par.tp
+        per_sequence_us = p.sequence_overhead_us + layers * per_layer_us
         charged = charged_sequences(self.logit_rows, p.sequence_overhead_full_batch)
         overhead_us = fixed_us + charged * per_sequence_us
         overhead = where(self.tokens > 0, overhead_us * 1e-6, 0.0)

@@ -226,7 +226,7 @@ def test_fit_stores_domain_priors_and_measured_spreads() -> None:
     result = fit(_serving(0.03, 2), H100, MODELS)
     assert result.prior_backend == "trtllm"
     shifts = result.parameter_report()
-    assert set(shifts) == {*TRUE, "eager_layer_launch_us"}
+    assert set(shifts) == {*TRUE, "eager_layer_launch_us", "sequence_layer_sharded_us"}
     for name, row in shifts.items():
         prior = BACKEND_PRIORS["trtllm"][name]
         assert row["prior"] == prior.mean

@@ -30,6 +30,7 @@ TRUE = {
     "layer_overhead_us": 20.0,
     "step_overhead_us": 400.0,
     "sequence_layer_overhead_us": 0.8,
+    "sequence_layer_sharded_us": 1.6,  # the runs span tp 1-4, which tells it from the above
     "admission_wait_steps": 3.0,
     "prefill_queue_ln_prompts": 0.5,
 }
@@ -153,6 +154,7 @@ def test_bilinear_response_matches_the_engine_everywhere() -> None:
             layer_overhead_us=rng.uniform(0.0, 100.0),
             step_overhead_us=rng.uniform(0.0, 3000.0),
             sequence_layer_overhead_us=rng.uniform(0.0, 5.0),
+            sequence_layer_sharded_us=rng.uniform(0.0, 5.0),
             admission_wait_steps=rng.uniform(0.0, 20.0),
             # at most 1: no more prompts ahead than there are (serving.py's cap, where the
             # response bends, is not reached); the queue share, which no fit moves, stays

@@ -55,7 +55,12 @@ __all__ = [
 ]
 
 Run = StaticMeasurement | ServingMeasurement
-STATIC_NAMES = ("layer_overhead_us", "step_overhead_us", "sequence_layer_overhead_us")
+STATIC_NAMES = (
+    "layer_overhead_us",
+    "step_overhead_us",
+    "sequence_layer_overhead_us",
+    "sequence_layer_sharded_us",
+)
 # The queue share is not among them: the scheduler sets it (efficiency.SCHEDULER_TERMS), and a
 # fit holds it at the backend's prior.
 QUEUE_NAMES = ("admission_wait_steps", "prefill_queue_ln_prompts")

@@ -43,6 +43,11 @@ answers worse on the out-of-sample Argonne batches (accuracy.md item 30), so the
 stay: what a step at load costs beyond the spec sheet's kernel priors, not today's in-sample
 fits.
 
+The part of the per-sequence cost that the tensor-parallel ranks share
+(``sequence_layer_sharded_us``, charged / tp) has mean 0 and a 2 µs sd everywhere (set before any
+run and not varied): uncalibrated answers keep the one-term means above, and a fit splits the
+cost only where its runs span TP degrees (benchmarks/results/accuracy.md item 46).
+
 The eager launch floor (``eager_layer_launch_us``, efficiency.py: a step that carries prompt
 tokens, launched outside a CUDA graph, lasts at least layers · this) has a 700 µs sd everywhere
 and mean 0 except for TensorRT-LLM, whose PyTorch backend runs context and mixed iterations
@@ -96,6 +101,7 @@ _SHARED: Mapping[str, Prior] = {
     "prefill_queue_share": Prior(0.0, 0.5),
     "prefill_queue_ln_prompts": Prior(0.0, 1.0),
     "eager_layer_launch_us": Prior(0.0, 700.0),
+    "sequence_layer_sharded_us": Prior(0.0, 2.0),
 }
 
 BACKEND_PRIORS: Mapping[str, Mapping[str, Prior]] = {

@@ -23,7 +23,8 @@ predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the re
 its narrative.) The closed-loop admission wait describes the load generator, not the engine,
 and is kept; the queue share, which the engine's scheduler sets, follows the backend.
 
-The per-sequence cost (``sequence_layer_overhead_us``) is bound to the kinds of model fitted
+The per-sequence cost (``sequence_layer_overhead_us`` and its TP-shared part
+``sequence_layer_sharded_us``) is bound to the kinds of model fitted
 (dense, MoE, MLA: ``domain.model_kind``): besides host work per sequence it carries whatever per-
 token work the kernel model prices differently for that architecture (how many distinct experts
 a batch routes to, above all). On the shipped runs it fits 0.54–0.91 µs per sequence per layer
@@ -46,7 +47,7 @@ from service.engine.efficiency import SCHEDULER_TERMS, EfficiencyParams
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
 # parameters whose evidence holds only for the kinds of model fitted (dense, MoE, MLA)
-MODEL_KIND_BOUND = ("sequence_layer_overhead_us",)
+MODEL_KIND_BOUND = ("sequence_layer_overhead_us", "sequence_layer_sharded_us")
 HALF_PER_DOUBLING = 0.5
 
 

@@ -40,6 +40,7 @@ STEPS: Mapping[str, float] = {
     "step_overhead_us": 100.0,
     "sequence_overhead_us": 10.0,
     "sequence_layer_overhead_us": 0.5,
+    "sequence_layer_sharded_us": 1.0,
     "eager_layer_launch_us": 10.0,
     "admission_wait_steps": 1.0,
     "prefill_queue_ln_prompts": 0.5,
