@@ -217,6 +217,23 @@ def test_sequence_layer_overhead_scales_with_sequences_times_layers(
     np.testing.assert_allclose(slowed_half.tpot_ms - plain_half.tpot_ms, expected_ms / 2)
 
 
+def test_sharded_sequence_cost_is_divided_over_the_tp_ranks(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """``sequence_layer_sharded_us`` at tp costs what ``sequence_layer_overhead_us`` / tp does."""
+    kwargs = {"input_tokens": 1024, "output_tokens": 128, "batch_sizes": np.array([1.0, 64.0])}
+    for tp in (1, 2, 8):
+        layout = Parallelism(tp=tp)
+        plain = estimate(llama8b, h100, parallelism=layout, **kwargs)  # type: ignore[arg-type]
+        sharded = DEFAULT_EFFICIENCY.replace(sequence_layer_sharded_us=0.8)
+        unsharded = DEFAULT_EFFICIENCY.replace(sequence_layer_overhead_us=0.8 / tp)
+        got = estimate(llama8b, h100, parallelism=layout, params=sharded, **kwargs)  # type: ignore[arg-type]
+        same = estimate(llama8b, h100, parallelism=layout, params=unsharded, **kwargs)  # type: ignore[arg-type]
+        np.testing.assert_allclose(got.tpot_ms, same.tpot_ms, rtol=1e-12)
+        added_ms = kwargs["batch_sizes"] * llama8b.num_layers * 0.8e-3 / tp
+        np.testing.assert_allclose(got.tpot_ms - plain.tpot_ms, added_ms, rtol=1e-9)
+
+
 def test_sequence_overhead_beyond_full_batch_grows_by_log(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:
