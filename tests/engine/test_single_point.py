@@ -45,6 +45,7 @@ CALIBRATED = DEFAULT_EFFICIENCY.replace(
     attention_half_efficiency_tokens=940.0,
     step_overhead_us=250.0,
     sequence_layer_overhead_us=0.3,
+    sequence_layer_sharded_us=0.6,
     prefill_chunk_tokens=2048.0,
 )
 CASES = [
