@@ -133,21 +133,26 @@ def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> P
         )
     if backend:
         column = func.coalesce(_preferred_id(bindparam("backend")), _preferred_id(""))
-        others = table.backend.not_in([bindparam("backend"), ""])
-        return ProfileChoice(
-            "auto-backend", column, {"backend": backend, "viewer": viewer}, _count(others)
-        )
-    return ProfileChoice(
-        "auto-generic", _preferred_id(""), {"viewer": viewer}, _count(table.backend != "")
-    )
+        aside = _count_left_aside(bindparam("backend"))
+        return ProfileChoice("auto-backend", column, {"backend": backend, "viewer": viewer}, aside)
+    return ProfileChoice("auto-generic", _preferred_id(""), {"viewer": viewer}, _count_left_aside())
 
 
-def _count(condition: ColumnElement[bool]) -> ColumnElement[Any]:
-    """How many profiles for the bound ``accelerator_id`` visible to the bound ``viewer`` meet
-    ``condition``."""
+def _left_aside(backend: Any = None) -> ColumnElement[bool]:
+    """Profiles ``auto`` leaves aside for their backend for a request naming ``backend`` (None:
+    none): another backend's; it may take those of ``backend`` and those fitted without one."""
+    table = CalibrationProfileRow
+    return table.backend != "" if backend is None else table.backend.not_in([backend, ""])
+
+
+def _count_left_aside(backend: Any = None) -> ColumnElement[Any]:
+    """How many profiles for the bound ``accelerator_id`` visible to the bound ``viewer``
+    ``auto`` leaves aside (``_left_aside``)."""
     table = CalibrationProfileRow
     stmt = select(func.count()).where(
-        table.accelerator == bindparam("accelerator_id"), visible_to(bindparam("viewer")), condition
+        table.accelerator == bindparam("accelerator_id"),
+        visible_to(bindparam("viewer")),
+        _left_aside(backend),
     )
     return stmt.scalar_subquery()
 
@@ -261,6 +266,18 @@ class CalibrationRepository:
         stmt = select(chosen).where(chosen.id == choice.column)
         params = {"accelerator_id": accelerator, "model_id": model_id, **choice.params}
         return self.session.scalars(stmt, params).first()
+
+    def passed_over_by_accelerator(self, backend: str | None, viewer: str = "") -> dict[str, int]:
+        """Per accelerator, how many profiles visible to ``viewer`` ``auto`` leaves aside for
+        their backend for a request naming ``backend`` (as ``ProfileChoice.passed_over``
+        counts one accelerator's); accelerators with none are absent."""
+        table = CalibrationProfileRow
+        stmt = (
+            select(table.accelerator, func.count())
+            .where(visible_to(viewer), _left_aside(backend or None))
+            .group_by(table.accelerator)
+        )
+        return {str(acc): int(n) for acc, n in self.session.execute(stmt)}
 
     def newest_visible(
         self, accelerator: str, viewer: str, limit: int

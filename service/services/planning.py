@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import AUTO
+from service.db.calibration_repository import AUTO, CalibrationRepository
 from service.engine.backend_names import canonical_backend
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
@@ -49,6 +49,7 @@ from service.services.efficiency_lookup import (
     ResolvedEfficiency,
     choice_reason,
     resolve_efficiency,
+    uncalibrated_note,
 )
 from service.services.errors import FieldError
 from service.services.extrapolation import reach_params, request_widening
@@ -381,11 +382,12 @@ class PlanningService:
         return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
     def _resolve(
-        self, spec: PlanSpec, acc: Accelerator, models: list[ModelShape]
+        self, spec: PlanSpec, acc: Accelerator, models: list[ModelShape], passed_over: int
     ) -> dict[str, ResolvedEfficiency]:
         """The profile ``spec.calibration`` resolves to on ``acc``, per model. Only ``auto``
         depends on the model (``profile_choice`` prefers one fitted on it or its kind), and
-        only where the accelerator has a profile it may take at all."""
+        only where the accelerator has a profile it may take at all. ``passed_over``: the
+        profiles of ``acc`` that ``auto`` leaves aside for their backend."""
 
         def resolve(model: ModelShape) -> ResolvedEfficiency:
             return resolve_efficiency(
@@ -401,6 +403,8 @@ class PlanningService:
         if not models:
             return {}
         first = resolve(models[0])
+        if first.calibration is None and passed_over:
+            first = dataclasses.replace(first, passed_over=passed_over)
         if spec.calibration != AUTO or first.calibration is None:
             return {model.id: first for model in models}
         return {model.id: first if i == 0 else resolve(model) for i, model in enumerate(models)}
@@ -417,12 +421,19 @@ class PlanningService:
         accelerators = self._accelerators(spec)
         notes: list[str] = []
         candidates: list[Candidate] = []
+        passed_over = (
+            CalibrationRepository(self.session).passed_over_by_accelerator(
+                spec.backend, self.viewer
+            )
+            if spec.calibration == AUTO
+            else {}
+        )
         for acc in accelerators:
             price = spec.price_usd_per_hour.get(acc.id)
             running_cap = (
                 scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None
             )
-            by_model = self._resolve(spec, acc, models)
+            by_model = self._resolve(spec, acc, models, passed_over.get(acc.id, 0))
             for model in models:
                 resolved = by_model[model.id]
                 if spec.use_interval_upper_bound and resolved.profile is None:
@@ -432,6 +443,9 @@ class PlanningService:
                 left_out = _harness_terms_left_out(acc.id, resolved, question)
                 if left_out:
                     notes.append(left_out)
+                if resolved.passed_over:  # auto took none, though other backends' exist
+                    why = uncalibrated_note(spec.calibration, spec.backend, resolved, acc.id)
+                    notes.append(f"{acc.id}: {why}")
                 calibration = (
                     None
                     if resolved.calibration is None

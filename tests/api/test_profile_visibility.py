@@ -329,3 +329,13 @@ def test_auto_says_why_it_took_no_profile_and_counts_only_visible_ones(
     intensity = response.json()
     assert intensity["calibration"] is None
     assert intensity["calibration_note"] == note(None, backend="vllm")
+    # a plan says it per accelerator, and only where profiles were left aside
+    plan = {"models": ["llama-3.1-8b"], "accelerators": ["h100-sxm", "a100-sxm-80gb"],
+            "input_tokens": 1024, "output_tokens": 128, "backend": "vllm",
+            "slo": {"ttft_ms_max": 100000, "tpot_ms_max": 1000},
+            "concurrency_levels": 2}  # fmt: skip
+    response = client.post("/v1/plans", json=plan)
+    assert response.status_code == 200, response.text
+    notes = response.json()["notes"]
+    assert f"h100-sxm: {note(None, backend='vllm')}" in notes
+    assert not any(n.startswith("a100-sxm-80gb: auto") for n in notes)
