@@ -43,6 +43,7 @@ from service.engine.calibration.fit import (
     fit,
     kernel_group_parameters,
     kernel_groups_of,
+    streaming_source,
 )
 from service.engine.calibration.intervals import (
     COVERAGE,
@@ -384,6 +385,12 @@ class CalibrationService:
         ordered = {g: sources[g] for g in KERNEL_GROUPS if g in sources}
         for group, profile_id in ordered.items():  # KERNEL_GROUPS order: decode's latency last
             values.update({n: stored[profile_id][n] for n in kernel_group_parameters(group)})
+        # the streaming fraction one upload of them all would take: a borrowed fp8 group sets
+        # it when no bf16 group, borrowed or measured, does (bf16's carries it itself)
+        gemm_groups = {g.removeprefix("gemm_") for g in (*measured, *ordered) if "gemm_" in g}
+        if streaming_source(gemm_groups) == "fp8" and "gemm_fp8" in ordered:
+            streaming = stored[ordered["gemm_fp8"]]["memory_bandwidth_efficiency"]
+            values["memory_bandwidth_efficiency"] = streaming
         runs = any(m.kind in ("static", "serving") for m in upload.measurements)
         return KernelBase(EfficiencyParams.from_dict(values), ordered, runs)
 

@@ -230,6 +230,33 @@ def test_kernel_tables_uploaded_one_at_a_time_make_one_profile_of_all(
     assert tpot_ms(built["id"]) != pytest.approx(tpot_ms("none"), rel=1e-3)
 
 
+def test_an_fp8_gemm_table_built_on_sets_the_streaming_fraction_as_one_upload_does(
+    client: TestClient, auth_headers: dict[str, str]
+) -> None:
+    """With fp8 GEMMs only, the fp8 fit sets the HBM streaming fraction of everything else
+    (``fit.streaming_source``); a profile built on such a table takes it too."""
+    header, *rows = GEMM.read_text().strip().splitlines()
+    fp8 = ("\n".join([header, *(r for r in rows if ",fp8," in r)]) + "\n").encode()
+    gemm = _post(client, auth_headers, [("fp8_gemm.csv", fp8, "text/csv")])
+    assert gemm.status_code == 201, gemm.text
+    nccl = _post(client, auth_headers, [(NCCL.name, NCCL.read_bytes(), "text/csv")])
+    assert nccl.status_code == 201, nccl.text
+    assert nccl.json()["fit"]["kernels_from"] == {"gemm_fp8": gemm.json()["id"]}
+    files = [("fp8_gemm.csv", fp8, "text/csv"), (NCCL.name, NCCL.read_bytes(), "text/csv")]
+    together = _post(client, auth_headers, files, name="together")
+    assert together.status_code == 201, together.text
+    request = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "input_tokens": 4096,
+               "output_tokens": 128, "batch_sizes": [64], "parallelism": {"tp": 2}}  # fmt: skip
+
+    def tpot_ms(calibration: str) -> float:
+        answer = client.post("/v1/estimates", json={**request, "calibration": calibration})
+        assert answer.status_code == 200, answer.text
+        return float(answer.json()["points"][0]["tpot_ms"])
+
+    assert tpot_ms(nccl.json()["id"]) == pytest.approx(tpot_ms(together.json()["id"]), rel=1e-9)
+    assert tpot_ms(nccl.json()["id"]) != pytest.approx(tpot_ms("none"), rel=1e-3)
+
+
 def test_attention_tables_of_each_phase_uploaded_apart_both_count(
     client: TestClient, auth_headers: dict[str, str]
 ) -> None:

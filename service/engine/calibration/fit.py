@@ -23,7 +23,7 @@ Held-out error: k-fold (5) over kernel measurements, leave-one-group-out over en
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -455,11 +455,17 @@ def _fit_kernels(
     return {**values, **sol.values}, dict(sol.standard_errors)
 
 
+def streaming_source(groups: Collection[str]) -> str | None:
+    """The GEMM dtype group (of ``groups``) whose fit sets the non-GEMM HBM streaming fraction:
+    bf16's, else fp8's (the engine's default path is 16-bit); None without either."""
+    return next((g for g in ("bf16", "fp8") if g in groups), None)
+
+
 def _sync_streaming(values: dict[str, float], groups_fitted: set[str]) -> None:
-    """Set the non-GEMM streaming fraction from a fitted GEMM group (bf16 preferred)."""
-    for g in ("fp8", "bf16"):  # bf16 last so it wins: the engine default path is 16-bit
-        if g in groups_fitted:
-            values["memory_bandwidth_efficiency"] = values[f"gemm_memory_bandwidth_efficiency_{g}"]
+    """Set the non-GEMM streaming fraction from a fitted GEMM group (``streaming_source``)."""
+    source = streaming_source(groups_fitted)
+    if source is not None:
+        values["memory_bandwidth_efficiency"] = values[f"gemm_memory_bandwidth_efficiency_{source}"]
 
 
 def _kernel_quality(
