@@ -108,15 +108,28 @@ class ProfileChoice:
     published ones and the caller's own private ones). ``column`` is a scalar subquery giving
     the chosen id (NULL: none); it binds ``accelerator_id``, ``model_id`` and ``params``.
     ``key`` names the statement's shape, so a query built around it can be cached and reused
-    with other parameters. ``passed_over`` (``auto`` only; same binds) counts the visible
-    profiles of the accelerator the rule leaves aside for their backend, so that an answer
-    with no profile can say they exist.
+    with other parameters. ``left_aside`` (``auto`` only; same binds) counts, as two scalar
+    subqueries, the visible profiles the rule does not consider (``LeftAside``), so that an
+    answer with no profile can say they exist.
     """
 
     key: str
     column: ColumnElement[Any]
     params: dict[str, Any]
-    passed_over: ColumnElement[Any] | None = None
+    left_aside: tuple[ColumnElement[Any], ColumnElement[Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeftAside:
+    """Visible profiles ``auto`` does not consider for a request: those of other backends on
+    its accelerator (another engine's overheads are never applied), and those it could take
+    but stored for other accelerators (``auto`` never transfers)."""
+
+    other_backends: int = 0
+    other_accelerators: int = 0
+
+
+NOTHING_ASIDE = LeftAside()
 
 
 def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> ProfileChoice:
@@ -138,23 +151,24 @@ def profile_choice(backend: str | None, calibration: str, viewer: str = "") -> P
     return ProfileChoice("auto-generic", _preferred_id(""), {"viewer": viewer}, _count_left_aside())
 
 
-def _left_aside(backend: Any = None) -> ColumnElement[bool]:
-    """Profiles ``auto`` leaves aside for their backend for a request naming ``backend`` (None:
-    none): another backend's; it may take those of ``backend`` and those fitted without one."""
+def _takes(backend: Any = None) -> ColumnElement[bool]:
+    """Whether ``auto`` may take a profile, by its backend, for a request naming ``backend``
+    (None: none): one of ``backend``, or one fitted without a backend."""
     table = CalibrationProfileRow
-    return table.backend != "" if backend is None else table.backend.not_in([backend, ""])
+    return table.backend == "" if backend is None else table.backend.in_([backend, ""])
 
 
-def _count_left_aside(backend: Any = None) -> ColumnElement[Any]:
-    """How many profiles for the bound ``accelerator_id`` visible to the bound ``viewer``
-    ``auto`` leaves aside (``_left_aside``)."""
+def _count_left_aside(
+    backend: Any = None,
+) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """``LeftAside``'s two counts for the bound ``accelerator_id`` and ``viewer``."""
     table = CalibrationProfileRow
-    stmt = select(func.count()).where(
-        table.accelerator == bindparam("accelerator_id"),
-        visible_to(bindparam("viewer")),
-        _left_aside(backend),
+    here = table.accelerator == bindparam("accelerator_id")
+    counts = (and_(here, ~_takes(backend)), and_(~here, _takes(backend)))
+    return tuple(  # type: ignore[return-value]
+        select(func.count()).where(visible_to(bindparam("viewer")), c).scalar_subquery()
+        for c in counts
     )
-    return stmt.scalar_subquery()
 
 
 class CalibrationRepository:
@@ -267,17 +281,26 @@ class CalibrationRepository:
         params = {"accelerator_id": accelerator, "model_id": model_id, **choice.params}
         return self.session.scalars(stmt, params).first()
 
-    def passed_over_by_accelerator(self, backend: str | None, viewer: str = "") -> dict[str, int]:
-        """Per accelerator, how many profiles visible to ``viewer`` ``auto`` leaves aside for
-        their backend for a request naming ``backend`` (as ``ProfileChoice.passed_over``
-        counts one accelerator's); accelerators with none are absent."""
+    def left_aside_by_accelerator(
+        self, accelerators: Sequence[str], backend: str | None, viewer: str = ""
+    ) -> dict[str, LeftAside]:
+        """``LeftAside`` for a request naming ``backend`` by ``viewer`` on each of
+        ``accelerators``, as ``ProfileChoice.left_aside`` counts one accelerator's."""
         table = CalibrationProfileRow
+        takes = _takes(backend or None)
         stmt = (
-            select(table.accelerator, func.count())
-            .where(visible_to(viewer), _left_aside(backend or None))
-            .group_by(table.accelerator)
+            select(table.accelerator, takes.label("takes"), func.count())
+            .where(visible_to(viewer))
+            .group_by(table.accelerator, takes)
         )
-        return {str(acc): int(n) for acc, n in self.session.execute(stmt)}
+        others: dict[str, int] = {}
+        taken: dict[str, int] = {}
+        for acc, takeable, n in self.session.execute(stmt):
+            (taken if takeable else others)[str(acc)] = int(n)
+        total = sum(taken.values())
+        return {
+            acc: LeftAside(others.get(acc, 0), total - taken.get(acc, 0)) for acc in accelerators
+        }
 
     def newest_visible(
         self, accelerator: str, viewer: str, limit: int

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, Subquery, bindparam, null, select
 from sqlalchemy.orm import Session, aliased
 
-from service.db.calibration_repository import profile_choice
+from service.db.calibration_repository import NOTHING_ASIDE, LeftAside, profile_choice
 from service.db.models import AcceleratorRow, CalibrationProfileRow, ModelRow
 
 Token = tuple[int, datetime]
@@ -27,15 +27,15 @@ class TokenRow:
 
     ``extra`` is the linked value (a calibration profile id, or None) and ``linked`` the token
     of the accelerator row it names (a profile's source accelerator; None when there is no
-    value, or that accelerator is absent). ``passed_over`` counts the profiles ``auto`` left
-    aside for their backend (``ProfileChoice.passed_over``; 0 otherwise).
+    value, or that accelerator is absent). ``left_aside``: the profiles ``auto`` did not
+    consider (``ProfileChoice.left_aside``; none for other choices).
     """
 
     model: Token | None
     accelerator: Token | None
     extra: Any = None
     linked: Token | None = None
-    passed_over: int = 0
+    left_aside: LeftAside = NOTHING_ASIDE
 
 
 def _token_columns(row_type: type[AcceleratorRow] | type[ModelRow], param: str) -> list[Any]:
@@ -54,19 +54,21 @@ def linked_profile(
     A one-row subquery: ``value`` is the profile id ``calibration`` resolves to for ``viewer``
     (the caller's API key prefix, "" anonymous; None: none), ``accelerator`` the
     accelerator that profile was fitted on, whose spec sheet a transfer reads
-    (``freshness_query`` joins its token), and ``passed_over`` the profiles ``auto`` left
-    aside for their backend (``ProfileChoice.passed_over``). Binds as ``profile_choice``.
+    (``freshness_query`` joins its token), and ``other_backends`` and
+    ``other_accelerators`` the counts of ``ProfileChoice.left_aside``. Binds as
+    ``profile_choice``.
     """
     choice = profile_choice(backend, calibration, viewer)
     chosen = select(choice.column.label("id")).subquery("chosen_profile")
     # An alias, so the profile id subqueries are not correlated with the joined row; its id
     # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
     profile = aliased(CalibrationProfileRow, name="linked_profile")
-    passed_over = null() if choice.passed_over is None else choice.passed_over
+    aside = (null(), null()) if choice.left_aside is None else choice.left_aside
     linked = select(
         profile.id.label("value"),
         profile.accelerator.label("accelerator"),
-        passed_over.label("passed_over"),
+        aside[0].label("other_backends"),
+        aside[1].label("other_accelerators"),
     ).select_from(chosen.outerjoin(profile, profile.id == chosen.c.id))
     return choice.key, linked.subquery("linked"), choice.params
 
@@ -75,20 +77,22 @@ def freshness_query(linked: Subquery | None = None) -> Select[Any]:
     """Return the token query (binds ``model_id`` and ``accelerator_id``).
 
     ``linked`` is an optional one-row subquery with columns ``value`` (returned as ``extra``),
-    ``accelerator`` (an accelerator id whose token is returned as ``linked``) and
-    ``passed_over``, joined in the same statement so that a request still costs one round trip.
+    ``accelerator`` (an accelerator id whose token is returned as ``linked``),
+    ``other_backends`` and ``other_accelerators`` (returned as ``left_aside``), joined in the
+    same statement so that a request still costs one round trip.
     """
     tokens = [
         *_token_columns(ModelRow, "model_id"),
         *_token_columns(AcceleratorRow, "accelerator_id"),
     ]
     if linked is None:
-        return select(*tokens, null(), null(), null(), null())
+        return select(*tokens, null(), null(), null(), null(), null())
     # An alias, so the target's token subqueries are not correlated with the joined row.
     other = aliased(AcceleratorRow, name="linked_accelerator")
-    return select(
-        *tokens, linked.c.value, other.version, other.updated_at, linked.c.passed_over
-    ).select_from(linked.outerjoin(other, other.id == linked.c.accelerator))
+    aside = (linked.c.other_backends, linked.c.other_accelerators)
+    return select(*tokens, linked.c.value, other.version, other.updated_at, *aside).select_from(
+        linked.outerjoin(other, other.id == linked.c.accelerator)
+    )
 
 
 def _token(version: int | None, updated_at: datetime | None) -> Token | None:
@@ -110,5 +114,5 @@ def read_token_row(
         accelerator=_token(row[2], row[3]),
         extra=row[4],
         linked=_token(row[5], row[6]),
-        passed_over=int(row[7] or 0),
+        left_aside=LeftAside(int(row[7] or 0), int(row[8] or 0)),
     )

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from service.db.calibration_repository import NOTHING_ASIDE, LeftAside
 from service.db.catalog_repository import (
     AcceleratorRepository,
     CatalogDeletionRepository,
@@ -391,7 +392,7 @@ class CatalogTokens:
     extra: Any = None
     linked: Token | None = None
     closest: tuple[str, ...] = ()  # ids like the first absent one (read only when one is)
-    passed_over: int = 0
+    left_aside: LeftAside = NOTHING_ASIDE
 
     def require(self) -> None:
         """Raise NotFoundError for the first absent row (the model, then the accelerator)."""
@@ -424,7 +425,7 @@ def read_tokens(
         row.extra,
         row.linked,
         closest,
-        row.passed_over,
+        row.left_aside,
     )
 
 

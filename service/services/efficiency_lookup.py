@@ -23,7 +23,13 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import AUTO, CalibrationRepository, fitted_models
+from service.db.calibration_repository import (
+    AUTO,
+    NOTHING_ASIDE,
+    CalibrationRepository,
+    LeftAside,
+    fitted_models,
+)
 from service.db.catalog_repository import AcceleratorRepository
 from service.db.freshness import Token
 from service.db.models import CalibrationProfileRow
@@ -62,8 +68,8 @@ class ResolvedEfficiency:
     and ``transferred`` says it is applied to another accelerator than it was fitted on.
     ``efficiency_prior`` is ``"measured_matmul"`` when a MAMF measurement set (or, on transfer,
     scaled) the GEMM compute efficiency, ``"default"`` for the H100-derived priors, and None
-    when a profile's fitted values are used as they are. ``passed_over`` counts the profiles
-    of the accelerator that ``auto`` left aside for their backend when it found none to take.
+    when a profile's fitted values are used as they are. ``left_aside``: the stored profiles
+    ``auto`` did not consider when it found none to take.
     """
 
     params: EfficiencyParams
@@ -71,7 +77,7 @@ class ResolvedEfficiency:
     profile: Mapping[str, Any] | None = None
     transferred: bool = False
     efficiency_prior: str | None = PRIOR_DEFAULT
-    passed_over: int = 0
+    left_aside: LeftAside = NOTHING_ASIDE
 
 
 UNCALIBRATED = ResolvedEfficiency(params=DEFAULT_EFFICIENCY, calibration=None)
@@ -144,32 +150,38 @@ def uncalibrated_note(
     calibration: str, backend: str | None, resolved: ResolvedEfficiency, accelerator_id: str
 ) -> str | None:
     """Say why ``auto`` answered from the spec sheet (None when a profile applies or the
-    request asked for ``none``), and what stored profiles it left aside for their backend."""
+    request asked for ``none``), and which stored profiles it did not consider
+    (``resolved.left_aside``)."""
     if calibration != AUTO or resolved.calibration is not None:
         return None
+    aside = resolved.left_aside
+    listing = f"(GET /v1/calibrations?accelerator={accelerator_id})"
     if backend:
         priors = f"{backend}'s" if prior_backend([backend]) != GENERIC else "the generic"
-        note = (
-            f"auto: no profile of backend {backend} or fitted without a backend for this "
-            f"accelerator, so the spec sheet with {priors} engine priors"
-        )
-        hint = (
-            "of other backends {are} stored for it; auto never applies another engine's "
-            f"overheads: name one by id to use its kernel efficiencies with {priors} engine "
-            "priors"
+        kind = f"of backend {backend} or fitted without a backend"
+        use_other_backend = (
+            "stored for it; auto never applies another engine's overheads: name one by id to "
+            f"use its kernel efficiencies with {priors} engine priors {listing}"
         )
     else:
-        note = (
-            "auto: no profile fitted without a backend for this accelerator, so the spec "
-            "sheet with the generic engine priors"
-        )
-        hint = "of named backends {are} stored for it: name the request's backend to use them"
-    count = resolved.passed_over
-    if count == 0:
-        return note
-    profiles = "1 profile" if count == 1 else f"{count} profiles"
-    listing = f"GET /v1/calibrations?accelerator={accelerator_id}"
-    return f"{note}; {profiles} {hint.format(are='is' if count == 1 else 'are')} ({listing})"
+        priors = "the generic"
+        kind = "fitted without a backend"
+        use_other_backend = f"stored for it: name the request's backend to use them {listing}"
+    use_other_accelerator = (
+        "stored for other accelerators; auto never transfers one: name it by id to apply it to "
+        "this accelerator's spec sheet, with wider intervals (GET /v1/calibrations)"
+    )
+    parts = [f"auto: no profile {kind} for this accelerator, so the spec sheet with {priors} "
+             "engine priors"]  # fmt: skip
+    other_backends = "of other backends" if backend else "of named backends"
+    for count, which, use in (
+        (aside.other_backends, other_backends, use_other_backend),
+        (aside.other_accelerators, kind, use_other_accelerator),
+    ):
+        if count:
+            profiles = "1 profile" if count == 1 else f"{count} profiles"
+            parts.append(f"{profiles} {which} {'is' if count == 1 else 'are'} {use}")
+    return "; ".join(parts)
 
 
 def resolve_efficiency(

@@ -16,7 +16,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.db.calibration_repository import AUTO, CalibrationRepository
+from service.db.calibration_repository import (
+    AUTO,
+    NOTHING_ASIDE,
+    CalibrationRepository,
+    LeftAside,
+)
 from service.engine.backend_names import canonical_backend
 from service.engine.calibration.fit import CalibrationResult
 from service.engine.calibration.intervals import estimate_intervals
@@ -382,12 +387,12 @@ class PlanningService:
         return [load(a) for a in dict.fromkeys(spec.accelerators)]
 
     def _resolve(
-        self, spec: PlanSpec, acc: Accelerator, models: list[ModelShape], passed_over: int
+        self, spec: PlanSpec, acc: Accelerator, models: list[ModelShape], aside: LeftAside
     ) -> dict[str, ResolvedEfficiency]:
         """The profile ``spec.calibration`` resolves to on ``acc``, per model. Only ``auto``
         depends on the model (``profile_choice`` prefers one fitted on it or its kind), and
-        only where the accelerator has a profile it may take at all. ``passed_over``: the
-        profiles of ``acc`` that ``auto`` leaves aside for their backend."""
+        only where the accelerator has a profile it may take at all. ``aside``: the profiles
+        ``auto`` does not consider for ``acc``."""
 
         def resolve(model: ModelShape) -> ResolvedEfficiency:
             return resolve_efficiency(
@@ -403,8 +408,8 @@ class PlanningService:
         if not models:
             return {}
         first = resolve(models[0])
-        if first.calibration is None and passed_over:
-            first = dataclasses.replace(first, passed_over=passed_over)
+        if first.calibration is None:
+            first = dataclasses.replace(first, left_aside=aside)
         if spec.calibration != AUTO or first.calibration is None:
             return {model.id: first for model in models}
         return {model.id: first if i == 0 else resolve(model) for i, model in enumerate(models)}
@@ -421,9 +426,9 @@ class PlanningService:
         accelerators = self._accelerators(spec)
         notes: list[str] = []
         candidates: list[Candidate] = []
-        passed_over = (
-            CalibrationRepository(self.session).passed_over_by_accelerator(
-                spec.backend, self.viewer
+        aside = (
+            CalibrationRepository(self.session).left_aside_by_accelerator(
+                [a.id for a in accelerators], spec.backend, self.viewer
             )
             if spec.calibration == AUTO
             else {}
@@ -433,7 +438,7 @@ class PlanningService:
             running_cap = (
                 scheduler_defaults(spec.backend, acc).max_running_requests if spec.backend else None
             )
-            by_model = self._resolve(spec, acc, models, passed_over.get(acc.id, 0))
+            by_model = self._resolve(spec, acc, models, aside.get(acc.id, NOTHING_ASIDE))
             for model in models:
                 resolved = by_model[model.id]
                 if spec.use_interval_upper_bound and resolved.profile is None:
@@ -443,7 +448,7 @@ class PlanningService:
                 left_out = _harness_terms_left_out(acc.id, resolved, question)
                 if left_out:
                     notes.append(left_out)
-                if resolved.passed_over:  # auto took none, though other backends' exist
+                if resolved.left_aside != NOTHING_ASIDE:  # auto took none, though some exist
                     why = uncalibrated_note(spec.calibration, spec.backend, resolved, acc.id)
                     notes.append(f"{acc.id}: {why}")
                 calibration = (

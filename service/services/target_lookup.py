@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, Subquery
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.db.calibration_repository import AUTO
+from service.db.calibration_repository import AUTO, NOTHING_ASIDE
 from service.db.freshness import freshness_query, linked_profile
 from service.db.reader import AutocommitReader
 from service.engine.hardware import Accelerator
@@ -82,9 +82,9 @@ class CatalogLookup:
     ) -> ResolvedEfficiency:
         """The priors, with the profiles ``auto`` left aside for their backend (per request)."""
         priors = self.profiles.uncalibrated(tokens, accelerator, target.backend)
-        if tokens.passed_over == 0:
+        if tokens.left_aside == NOTHING_ASIDE:
             return priors
-        return dataclasses.replace(priors, passed_over=tokens.passed_over)
+        return dataclasses.replace(priors, left_aside=tokens.left_aside)
 
     def cached(self, tokens: CatalogTokens, target: AnalysisTarget) -> Loaded | None:
         """Return the target from the caches, or None on a miss; NotFoundError if absent."""

@@ -320,6 +320,15 @@ def test_auto_says_why_it_took_no_profile_and_counts_only_visible_ones(
         f"the request's backend to use them {listing}"
     )
     assert "the generic engine priors; 1 profile" in note(None, backend="lmdeploy")
+    # on another accelerator, the profile auto could take here is named as a transfer
+    assert note(None, backend="trtllm", accelerator="h200-sxm") == (
+        "auto: no profile of backend trtllm or fitted without a backend for this accelerator, "
+        "so the spec sheet with trtllm's engine priors; 1 profile of backend trtllm or fitted "
+        "without a backend is stored for other accelerators; auto never transfers one: name it "
+        "by id to apply it to this accelerator's spec sheet, with wider intervals "
+        "(GET /v1/calibrations)"
+    )
+    assert "stored for other accelerators" not in note(None, accelerator="h200-sxm")
     taken = client.post("/v1/estimates", json={**ESTIMATE, "backend": "trtllm"}).json()
     assert taken["calibration"] is not None and taken["calibration_note"] is None
     step = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "phase": "decode",
@@ -339,3 +348,8 @@ def test_auto_says_why_it_took_no_profile_and_counts_only_visible_ones(
     notes = response.json()["notes"]
     assert f"h100-sxm: {note(None, backend='vllm')}" in notes
     assert not any(n.startswith("a100-sxm-80gb: auto") for n in notes)
+    trt = client.post("/v1/plans", json={**plan, "backend": "trtllm"})
+    assert trt.status_code == 200, trt.text
+    expected = note(None, backend="trtllm", accelerator="a100-sxm-80gb")
+    assert f"a100-sxm-80gb: {expected}" in trt.json()["notes"]
+    assert not any(n.startswith("h100-sxm: auto") for n in trt.json()["notes"])
