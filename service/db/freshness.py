@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, Subquery, bindparam, null, select
+from sqlalchemy import Connection, Select, Subquery, bindparam, case, null, select
 from sqlalchemy.orm import Session, aliased
 
 from service.db.calibration_repository import NOTHING_ASIDE, LeftAside, profile_choice
@@ -63,7 +63,11 @@ def linked_profile(
     # An alias, so the profile id subqueries are not correlated with the joined row; its id
     # (NULL when nothing was chosen) is returned, so the choice is evaluated once.
     profile = aliased(CalibrationProfileRow, name="linked_profile")
-    aside = (null(), null()) if choice.left_aside is None else choice.left_aside
+    # the counts only matter, and are only run, when nothing was chosen
+    aside = [
+        case((chosen.c.id.is_(None), count), else_=0)
+        for count in (choice.left_aside or (null(), null()))
+    ]
     linked = select(
         profile.id.label("value"),
         profile.accelerator.label("accelerator"),
