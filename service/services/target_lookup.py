@@ -80,7 +80,7 @@ class CatalogLookup:
     def _uncalibrated(
         self, tokens: CatalogTokens, accelerator: Accelerator, target: AnalysisTarget
     ) -> ResolvedEfficiency:
-        """The priors, with the profiles ``auto`` left aside for their backend (per request)."""
+        """The priors, with the stored profiles ``auto`` did not consider (per request)."""
         priors = self.profiles.uncalibrated(tokens, accelerator, target.backend)
         if tokens.left_aside == NOTHING_ASIDE:
             return priors
