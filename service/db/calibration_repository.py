@@ -162,13 +162,13 @@ def _count_left_aside(
     backend: Any = None,
 ) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     """``LeftAside``'s two counts for the bound ``accelerator_id`` and ``viewer``."""
-    table = CalibrationProfileRow
-    here = table.accelerator == bindparam("accelerator_id")
-    counts = (and_(here, ~_takes(backend)), and_(~here, _takes(backend)))
-    return tuple(  # type: ignore[return-value]
-        select(func.count()).where(visible_to(bindparam("viewer")), c).scalar_subquery()
-        for c in counts
-    )
+    here = CalibrationProfileRow.accelerator == bindparam("accelerator_id")
+
+    def count(condition: ColumnElement[bool]) -> ColumnElement[Any]:
+        stmt = select(func.count()).where(visible_to(bindparam("viewer")), condition)
+        return stmt.scalar_subquery()
+
+    return count(and_(here, ~_takes(backend))), count(and_(~here, _takes(backend)))
 
 
 class CalibrationRepository:

@@ -319,8 +319,9 @@ EFFICIENCY_PRIOR_FIELD: Any = Field(
 )
 CALIBRATION_NOTE_FIELD: Any = Field(
     default=None,
-    description="With calibration auto and no profile to take: why, and how many profiles of "
-    "other backends are stored for the accelerator; null when a profile applies or the request "
+    description="With calibration auto and no profile to take: why, and how many stored profiles "
+    "it did not consider (other backends' for this accelerator; ones it could take, stored for "
+    "other accelerators) with how to use them; null when a profile applies or the request "
     "asked for none.",
 )
 
