@@ -29,6 +29,8 @@ class EfficiencyParams:
 
     # Best-shape dense GEMM as a fraction of dense peak: H100 SXM MAMF 794.5/989 = 0.80 (bf16),
     # 1402.6/1979 = 0.71 (fp8) — docs/reference/accelerators.md §3a, docs/physics.md "Time".
+    # The fields below are vendor-neutral priors; an NVIDIA part's spec sheet takes the H100
+    # fp8 table's shape for its 8-bit GEMMs (``VENDOR_KERNEL_PRIORS``).
     gemm_compute_efficiency_bf16: float = 0.80
     gemm_compute_efficiency_fp8: float = 0.71
     # GEMM rows (m = tokens) at which compute efficiency is half its maximum: × m / (m + m_half).
@@ -37,17 +39,17 @@ class EfficiencyParams:
     gemm_half_efficiency_rows_bf16: float = 32.0
     gemm_half_efficiency_rows_fp8: float = 32.0
     # GEMM output columns (n per GPU) at which compute efficiency is half: × n / (n + n_half).
-    # Prior 0 (no width penalty, the uncalibrated roofline); H100 fp8 fits ≈ 2900 (fp8 n = 1024
-    # reaches ~0.4 of the n = 16384 rate in gemm.csv), bf16 ≈ 0.
+    # Prior 0 (no width penalty); H100 fp8 fits ≈ 2600 (fp8 n = 1024 reaches ~0.4 of the
+    # n = 16384 rate in gemm.csv), bf16 ≈ 0.
     gemm_half_efficiency_columns_bf16: float = 0.0
     gemm_half_efficiency_columns_fp8: float = 0.0
     # GEMM weight/activation streaming as a fraction of HBM bandwidth (docs/reference/notes.md A9:
     # 0.85–0.90);
-    # H100 fits 0.88 (bf16) and 0.80 (fp8 CUTLASS kernels).
+    # H100 fits 0.86 (bf16) and 0.79 (fp8 CUTLASS kernels).
     gemm_memory_bandwidth_efficiency_bf16: float = 0.85
     gemm_memory_bandwidth_efficiency_fp8: float = 0.85
     # Fixed cost of one GEMM launch: ~3–4 µs for m = 1, 1024×1024 bf16 on H100 (gemm.csv);
-    # H100 fits 4.0 µs (bf16) and 5.7 µs (fp8).
+    # H100 fits 3.6 µs (bf16) and 5.4 µs (fp8).
     gemm_kernel_latency_us_bf16: float = 3.0
     gemm_kernel_latency_us_fp8: float = 3.0
     # Other streaming kernels (embedding gather) as a fraction of HBM bandwidth
@@ -286,24 +288,58 @@ def _clip(name: str, value: float) -> float:
     return min(max(value, low), high)
 
 
+# NVIDIA's 8-bit GEMM kernels as the H100 fp8 table measures them (CUTLASS scaled-mm,
+# benchmarks/data/h100/gemm.csv; the kernel-only fit, benchmarks/results/accuracy.md §1): they
+# reach their peak only with many rows and wide outputs (half efficiency at 150 rows and at
+# 2,600 output columns, where the bf16 kernels roll off at about 0 of each), launch in 5.4 µs
+# and stream weights at 0.79 of HBM bandwidth (bf16 0.86). The spec sheet of an NVIDIA part
+# takes this shape for its 8-bit GEMMs; other vendors' kernels are not measured here and keep
+# the generic priors. The efficiency at the full shape is the table fit's (0.84), about H100's
+# fp8 MAMF fraction 0.709 divided by these roll-offs at a 16,384² GEMM (0.855).
+_NVIDIA_FP8_GEMM: Mapping[str, float] = {
+    "gemm_compute_efficiency_fp8": 0.83,
+    "gemm_half_efficiency_rows_fp8": 150.0,
+    "gemm_half_efficiency_columns_fp8": 2600.0,
+    "gemm_memory_bandwidth_efficiency_fp8": 0.79,
+    "gemm_kernel_latency_us_fp8": 5.4,
+}
+VENDOR_KERNEL_PRIORS: Mapping[str, Mapping[str, float]] = {"nvidia": _NVIDIA_FP8_GEMM}
+
+# The GEMM size a measured matmul rate (MAMF) stands for: a large square GEMM, the largest
+# shape of the H100 table, where the row and column roll-offs still cost a little.
+MAMF_GEMM_SIZE = 16384.0
+
+
+def _full_shape_efficiency(params: EfficiencyParams, group: str, best_fraction: float) -> float:
+    """The efficiency at the full shape that gives ``best_fraction`` of peak at MAMF's size
+    under the group's roll-offs: best / (S / (S + rows_half) · S / (S + columns_half))."""
+    size = MAMF_GEMM_SIZE
+    rows = float(getattr(params, f"gemm_half_efficiency_rows_{group}"))
+    columns = float(getattr(params, f"gemm_half_efficiency_columns_{group}"))
+    return best_fraction * (size + rows) / size * (size + columns) / size
+
+
 def spec_sheet_efficiency(
     accelerator: Accelerator, base: EfficiencyParams = DEFAULT_EFFICIENCY
 ) -> EfficiencyParams:
-    """Return ``base`` with GEMM compute efficiency set to measured MAMF / peak where measured,
-    and its HBM streaming fractions capped at the measured DRAM read bandwidth's.
+    """Return ``base`` with the accelerator vendor's kernel priors (``VENDOR_KERNEL_PRIORS``),
+    GEMM compute efficiency from the measured MAMF / peak where measured, and its HBM
+    streaming fractions capped at the measured DRAM read bandwidth's.
 
     MAMF (maximum achievable matmul FLOP/s, docs/reference/accelerators.md §3a) is the best large
-    dense GEMM
-    rate found on that accelerator, i.e. exactly what ``gemm_compute_efficiency_<dtype>`` means
-    as a fraction of peak; dtype groups without a measurement keep ``base``.
+    dense GEMM rate found on that accelerator: the fraction of peak that
+    ``gemm_compute_efficiency_<dtype>`` reaches at that size once the row and column roll-offs
+    apply (``_full_shape_efficiency``); dtype groups without a measurement keep the prior.
     """
+    vendor = VENDOR_KERNEL_PRIORS.get(accelerator.vendor.lower(), {})
+    params = base.replace(**vendor) if vendor else base
     changes: dict[str, float] = {}
     for group in DTYPE_GROUPS:
         fraction = accelerator.measured_matmul_fraction(group)
         if fraction is not None:
             name = _compute_name(group)
-            changes[name] = _clip(name, fraction)
-    return within_measured_bandwidth(base.replace(**changes) if changes else base, accelerator)
+            changes[name] = _clip(name, _full_shape_efficiency(params, group, fraction))
+    return within_measured_bandwidth(params.replace(**changes) if changes else params, accelerator)
 
 
 # Fractions of the spec-sheet HBM bandwidth that memory-bound kernels stream at.

@@ -51,7 +51,7 @@ from service.engine.calibration.intervals import (
     TRANSFER_LOG_SIGMA,
 )
 from service.engine.calibration.measurements import Measurement
-from service.engine.efficiency import DEFAULT_EFFICIENCY, EfficiencyParams
+from service.engine.efficiency import EfficiencyParams, spec_sheet_efficiency
 from service.engine.errors import EngineError
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
@@ -192,7 +192,7 @@ class KernelBase:
     from; ``runs``: whether the upload holds end-to-end runs (which then fit only the engine
     terms)."""
 
-    params: EfficiencyParams = DEFAULT_EFFICIENCY
+    params: EfficiencyParams | None = None  # None: the accelerator's spec sheet
     sources: Mapping[str, str] = field(default_factory=dict)  # kernel group → profile id
     runs: bool = False
 
@@ -231,10 +231,11 @@ def run_fit(
     accelerator: Accelerator,
     models: Mapping[str, ModelShape],
     budget_s: float,
-    base: EfficiencyParams = DEFAULT_EFFICIENCY,
+    base: EfficiencyParams | None = None,
 ) -> CalibrationResult:
     """Fit on the fit pool within ``budget_s`` seconds (FitTimeoutError past it), starting
-    from ``base`` (the kernel efficiencies the upload does not measure)."""
+    from ``base`` (the kernel efficiencies the upload does not measure; None: the
+    accelerator's spec sheet)."""
     future = _FIT_POOL.submit(fit, measurements, accelerator, models, base=base)
     try:
         return future.result(timeout=budget_s)
@@ -344,7 +345,7 @@ class CalibrationService:
                 return replay
         upload = with_runs_backend(upload)
         accelerator, models = self.check(upload, limits)
-        base = self.kernel_base(upload, owner)
+        base = self.kernel_base(upload, owner, accelerator)
         # Nothing is written yet: end the read transaction so neither a pooled connection nor
         # SQLite's write lock is held while the fit runs (fits queue on a small pool).
         self.session.rollback()
@@ -356,7 +357,9 @@ class CalibrationService:
             lambda: self._store(upload, result, owner, visibility, base),
         )
 
-    def kernel_base(self, upload: CalibrationUpload, viewer: str) -> KernelBase:
+    def kernel_base(
+        self, upload: CalibrationUpload, viewer: str, accelerator: Accelerator
+    ) -> KernelBase:
         """For an upload without kernel measurements of some group (``KERNEL_GROUPS``: GEMMs
         per dtype, attention per phase, collectives): that group's efficiencies from the newest
         profile of the accelerator that ``viewer`` may see and that was fitted on such
@@ -370,8 +373,7 @@ class CalibrationService:
             return KernelBase()
         sources: dict[str, str] = {}
         stored: dict[str, Mapping[str, float]] = {}  # profile id → its efficiency values
-        accelerator = upload.metadata.accelerator
-        for row in self.profiles.newest_visible(accelerator, viewer, KERNEL_SEARCH_LIMIT):
+        for row in self.profiles.newest_visible(accelerator.id, viewer, KERNEL_SEARCH_LIMIT):
             metrics = row.summary.get("fit", {}).get("metrics", {})
             found = [g for g in missing if g not in sources and f"{g}.latency_ms" in metrics]
             if found:
@@ -381,7 +383,7 @@ class CalibrationService:
                 break
         if not sources:
             return KernelBase()
-        values = DEFAULT_EFFICIENCY.to_dict()
+        values = spec_sheet_efficiency(accelerator).to_dict()
         ordered = {g: sources[g] for g in KERNEL_GROUPS if g in sources}
         for group, profile_id in ordered.items():  # KERNEL_GROUPS order: decode's latency last
             values.update({n: stored[profile_id][n] for n in kernel_group_parameters(group)})
@@ -415,7 +417,7 @@ class CalibrationService:
                 return replay
         parts = split_by_backend(upload)
         accelerator, models = self.check(upload, limits, one_backend=False)
-        bases = [self.kernel_base(part, owner) for part in parts]
+        bases = [self.kernel_base(part, owner, accelerator) for part in parts]
         self.session.rollback()
         results = [
             run_fit(part.measurements, accelerator, models, limits.fit_budget_s, base.params)

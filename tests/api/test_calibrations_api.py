@@ -118,10 +118,12 @@ def test_json_upload_reports_held_out_fit_quality(
         metric = fit["metrics"][f"gemm_{group}.latency_ms"]
         assert metric["held_out"]["n"] == metric["after"]["n"] > 0
         assert math.isfinite(metric["held_out"]["mdape_pct"])
-    # the bf16 priors come from H100 tables; fp8 ones are off, and the fit must beat them on
-    # data it did not see
-    fp8 = fit["metrics"]["gemm_fp8.latency_ms"]
-    assert fp8["held_out"]["mdape_pct"] < fp8["before"]["mdape_pct"]
+    # an NVIDIA part's priors come from the whole H100 tables (efficiency.VENDOR_KERNEL_PRIORS),
+    # so a fit on this subset predicts the shapes it did not see about as well as they do
+    for group in ("bf16", "fp8"):
+        metric = fit["metrics"][f"gemm_{group}.latency_ms"]
+        assert metric["before"]["mdape_pct"] < 12.0
+        assert metric["held_out"]["mdape_pct"] < metric["before"]["mdape_pct"] + 2.0
     params = profile["parameters"]
     assert 0.05 <= params["gemm_compute_efficiency_bf16"] <= 1.0
     assert set(profile["standard_errors"]) == set(params)

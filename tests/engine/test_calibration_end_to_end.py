@@ -303,9 +303,11 @@ def test_a_queued_ttft_is_banded_mostly_by_the_tpot_it_waits_on() -> None:
     bands = estimate_intervals(stored, queued, extrapolating=outside)
     width = {m: bands[m].high[0] / getattr(queued, m)[0] for m in ("ttft_ms", "tpot_ms")}
     low = {m: bands[m].low[0] / getattr(queued, m)[0] for m in ("ttft_ms", "tpot_ms")}
-    assert width["ttft_ms"] == pytest.approx(width["tpot_ms"], rel=0.05)
-    assert low["ttft_ms"] == pytest.approx(low["tpot_ms"], rel=0.05)
+    # what the TTFT's band adds to the TPOT's is its own part's (about 1% of a request's
+    # service here), at that part's widened band
+    assert width["ttft_ms"] == pytest.approx(width["tpot_ms"], rel=0.1)
+    assert low["ttft_ms"] == pytest.approx(low["tpot_ms"], rel=0.1)
     # without a queue the TTFT keeps its own band, widened for the prompt length
     alone = estimate(MODELS["qwen3-32b"], H100, batch_sizes=[1.0], **shared)
     band = estimate_intervals(stored, alone, extrapolating=outside)["ttft_ms"]
-    assert band.high[0] / alone.ttft_ms[0] > 2.0 * width["tpot_ms"]
+    assert band.high[0] / alone.ttft_ms[0] > 2.0 * width["ttft_ms"]

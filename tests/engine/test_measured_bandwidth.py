@@ -14,6 +14,7 @@ from service.catalog_files import (
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     HBM_STREAMING_TERMS,
+    VENDOR_KERNEL_PRIORS,
     spec_sheet_efficiency,
     transfer_efficiency,
 )
@@ -38,10 +39,14 @@ def _hbm(params: object) -> dict[str, float]:
 
 def test_h200_spec_sheet_streams_no_faster_than_its_measured_read() -> None:
     h200 = spec_sheet_efficiency(ACCELERATORS["h200-sxm"])
-    assert _hbm(h200) == pytest.approx(dict.fromkeys(HBM_STREAMING_TERMS, H200_FRACTION))
+    nvidia = DEFAULT_EFFICIENCY.replace(**VENDOR_KERNEL_PRIORS["nvidia"])
+    capped = {name: min(value, H200_FRACTION) for name, value in _hbm(nvidia).items()}
+    assert _hbm(h200) == pytest.approx(capped)
+    assert h200.gemm_memory_bandwidth_efficiency_bf16 == pytest.approx(H200_FRACTION)
+    assert h200.gemm_memory_bandwidth_efficiency_fp8 == 0.79  # NVIDIA's fp8 prior, below 0.81
     # unmeasured (H100 SXM) or measured faster than the priors stream (A100 40 GB: 0.958)
     for part in ("h100-sxm", "a100-sxm-40gb", "gh200"):
-        assert _hbm(spec_sheet_efficiency(ACCELERATORS[part])) == _hbm(DEFAULT_EFFICIENCY)
+        assert _hbm(spec_sheet_efficiency(ACCELERATORS[part])) == _hbm(nvidia)
     a100_80 = spec_sheet_efficiency(ACCELERATORS["a100-sxm-80gb"])
     assert a100_80.kv_bandwidth_efficiency_bf16 == pytest.approx(1769 / 2039)  # prior 0.90
     assert a100_80.gemm_memory_bandwidth_efficiency_bf16 == 0.85  # below 0.868: kept

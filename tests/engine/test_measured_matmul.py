@@ -16,11 +16,14 @@ from service.catalog_files import (
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     PARAMETER_BOUNDS,
+    VENDOR_KERNEL_PRIORS,
+    EfficiencyParams,
     spec_sheet_efficiency,
     transfer_efficiency,
 )
 from service.engine.estimate import estimate
 from service.engine.hardware import Accelerator
+from service.engine.parallel import Parallelism
 from service.engine.precision import Precision
 from service.engine.roofline import analyze_intensity
 
@@ -32,20 +35,60 @@ def _with(accelerator: Accelerator, **measured: float) -> Accelerator:
     return dataclasses.replace(accelerator, measured_matmul_tflops=measured)
 
 
+def _at_mamf_size(params: EfficiencyParams, group: str) -> float:
+    """The fraction of peak ``params`` reach on a 16,384² GEMM of ``group``, roll-offs applied."""
+    size = 16384.0
+    rows = getattr(params, f"gemm_half_efficiency_rows_{group}")
+    columns = getattr(params, f"gemm_half_efficiency_columns_{group}")
+    efficiency = getattr(params, f"gemm_compute_efficiency_{group}")
+    return float(efficiency * size / (size + rows) * size / (size + columns))
+
+
 def test_mi300x_uses_its_mamf_fraction() -> None:
     params = spec_sheet_efficiency(ACCELERATORS["mi300x"])
-    assert params.gemm_compute_efficiency_bf16 == pytest.approx(668.4 / 1307.4)
+    assert _at_mamf_size(params, "bf16") == pytest.approx(668.4 / 1307.4)
     assert params.gemm_compute_efficiency_fp8 == DEFAULT_EFFICIENCY.gemm_compute_efficiency_fp8
-    assert params.replace(gemm_compute_efficiency_bf16=0.8) == DEFAULT_EFFICIENCY
+    moved = params.replace(
+        gemm_compute_efficiency_bf16=DEFAULT_EFFICIENCY.gemm_compute_efficiency_bf16
+    )
+    assert moved == DEFAULT_EFFICIENCY  # another vendor: the generic kernel priors
 
 
 def test_unmeasured_accelerator_keeps_base() -> None:
     base = DEFAULT_EFFICIENCY.replace(gemm_compute_efficiency_bf16=0.6)
-    assert spec_sheet_efficiency(ACCELERATORS["l4"]) is DEFAULT_EFFICIENCY
-    assert spec_sheet_efficiency(ACCELERATORS["l4"], base) is base
+    assert spec_sheet_efficiency(ACCELERATORS["tpu-v5e"]) is DEFAULT_EFFICIENCY
+    assert spec_sheet_efficiency(ACCELERATORS["tpu-v5e"], base) is base
+    # an unmeasured NVIDIA part takes NVIDIA's fp8 GEMM shape and nothing else
+    assert spec_sheet_efficiency(ACCELERATORS["l4"], base) == base.replace(
+        **VENDOR_KERNEL_PRIORS["nvidia"]
+    )
     gh200 = spec_sheet_efficiency(ACCELERATORS["gh200"], base)
-    assert gh200.gemm_compute_efficiency_bf16 == pytest.approx(828.6 / 989.4)
-    assert gh200.gemm_compute_efficiency_fp8 == pytest.approx(1535.0 / 1978.9)
+    assert _at_mamf_size(gh200, "bf16") == pytest.approx(828.6 / 989.4)
+    assert _at_mamf_size(gh200, "fp8") == pytest.approx(1535.0 / 1978.9)
+
+
+def test_nvidia_fp8_gemms_take_the_h100_table_shape() -> None:
+    # H100's fp8 table (benchmarks/data/h100/gemm.csv): a decode GEMM (4 rows, 1,280 columns,
+    # a tp 8 slice of Llama-3.1-70B's QKV) runs at well under the large-shape rate, so the
+    # spec sheet prices it above the generic prior's weight streaming, while the MAMF size
+    # keeps the measured rate
+    h100, tpu = ACCELERATORS["h100-sxm"], ACCELERATORS["tpu-v5p"]
+    nvidia, generic = spec_sheet_efficiency(h100), DEFAULT_EFFICIENCY
+    assert _at_mamf_size(nvidia, "fp8") == pytest.approx(1402.6 / 1978.9, rel=1e-3)
+    assert nvidia.gemm_half_efficiency_columns_fp8 == 2600.0
+    assert nvidia.gemm_half_efficiency_columns_bf16 == generic.gemm_half_efficiency_columns_bf16
+    assert spec_sheet_efficiency(tpu).gemm_half_efficiency_columns_fp8 == 0.0
+    fp8 = Precision(weights="fp8", activations="fp8")
+    tpot = {
+        name: float(
+            estimate(
+                MODELS["llama-3.1-70b"], h100, precision=fp8, parallelism=Parallelism(tp=8),
+                input_tokens=1024, output_tokens=256, batch_sizes=np.array([4.0]), params=p,
+            ).tpot_ms[0]
+        )
+        for name, p in (("nvidia", nvidia), ("generic", generic))
+    }  # fmt: skip
+    assert 1.05 < tpot["nvidia"] / tpot["generic"] < 1.4
 
 
 def test_uncalibrated_mi300x_prefill_slower_by_mamf_ratio() -> None:

@@ -66,12 +66,12 @@ from service.engine.calibration.reach import within_reach
 from service.engine.calibration.run_predictor import RunPredictor, mode_of
 from service.engine.calibration.solver import solve
 from service.engine.efficiency import (
-    DEFAULT_EFFICIENCY,
     DTYPE_GROUPS,
     HARNESS_TERMS,
     PARAMETER_BOUNDS,
     EfficiencyParams,
     dtype_group,
+    spec_sheet_efficiency,
 )
 from service.engine.hardware import Accelerator
 from service.engine.precision import default_activations
@@ -597,15 +597,18 @@ def fit(
     accelerator: Accelerator,
     models: Mapping[str, ModelShape],
     *,
-    base: EfficiencyParams = DEFAULT_EFFICIENCY,
+    base: EfficiencyParams | None = None,
     cross_validate: bool = True,
 ) -> CalibrationResult:
     """Fit a profile for ``accelerator`` from measurements taken on it (models by catalog id).
 
-    Parameters without measurements keep their value in ``base`` (default: the priors; a
-    service passes the kernel efficiencies of another profile here when the upload holds
-    end-to-end runs without kernel tables).
+    Parameters without measurements keep their value in ``base`` (default: the accelerator's
+    spec sheet, ``spec_sheet_efficiency``; a service passes the kernel efficiencies of another
+    profile here when the upload holds end-to-end runs without kernel tables).
     """
+    borrowed = base is not None
+    if base is None:
+        base = spec_sheet_efficiency(accelerator)
     start = base.to_dict()
     values = dict(start)
     errors: dict[str, float] = {}
@@ -645,7 +648,7 @@ def fit(
     backend: str | None = None
     priors: Mapping[str, Prior] = {}
     spreads: dict[str, dict[str, ExtrapolationSpread]] = {}
-    if known and not stages and base == DEFAULT_EFFICIENCY:
+    if known and not stages and not borrowed:
         warnings.append(
             "no kernel measurements: the kernels keep their spec-sheet efficiencies and the "
             "engine overheads fitted on these runs absorb the kernels' error, which carries "
