@@ -294,8 +294,8 @@ def _clip(name: str, value: float) -> float:
 # 2,600 output columns, where the bf16 kernels roll off at about 0 of each), launch in 5.4 µs
 # and stream weights at 0.79 of HBM bandwidth (bf16 0.86). The spec sheet of an NVIDIA part
 # takes this shape for its 8-bit GEMMs; other vendors' kernels are not measured here and keep
-# the generic priors. The efficiency at the full shape is the table fit's (0.84), about H100's
-# fp8 MAMF fraction 0.709 divided by these roll-offs at a 16,384² GEMM (0.855).
+# the generic priors. The efficiency at the full shape, 0.83, is H100's fp8 MAMF fraction 0.709
+# divided by these roll-offs at a 16,384² GEMM (0.855); the table's own fit gives 0.84.
 _NVIDIA_FP8_GEMM: Mapping[str, float] = {
     "gemm_compute_efficiency_fp8": 0.83,
     "gemm_half_efficiency_rows_fp8": 150.0,
