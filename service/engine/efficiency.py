@@ -288,23 +288,6 @@ def _clip(name: str, value: float) -> float:
     return min(max(value, low), high)
 
 
-# NVIDIA's 8-bit GEMM kernels as the H100 fp8 table measures them (CUTLASS scaled-mm,
-# benchmarks/data/h100/gemm.csv; the kernel-only fit, benchmarks/results/accuracy.md §1): they
-# reach their peak only with many rows and wide outputs (half efficiency at 150 rows and at
-# 2,600 output columns, where the bf16 kernels roll off at about 0 of each), launch in 5.4 µs
-# and stream weights at 0.79 of HBM bandwidth (bf16 0.86). The spec sheet of an NVIDIA part
-# takes this shape for its 8-bit GEMMs; other vendors' kernels are not measured here and keep
-# the generic priors. The efficiency at the full shape, 0.83, is H100's fp8 MAMF fraction 0.709
-# divided by these roll-offs at a 16,384² GEMM (0.855); the table's own fit gives 0.84.
-_NVIDIA_FP8_GEMM: Mapping[str, float] = {
-    "gemm_compute_efficiency_fp8": 0.83,
-    "gemm_half_efficiency_rows_fp8": 150.0,
-    "gemm_half_efficiency_columns_fp8": 2600.0,
-    "gemm_memory_bandwidth_efficiency_fp8": 0.79,
-    "gemm_kernel_latency_us_fp8": 5.4,
-}
-VENDOR_KERNEL_PRIORS: Mapping[str, Mapping[str, float]] = {"nvidia": _NVIDIA_FP8_GEMM}
-
 # The GEMM size a measured matmul rate (MAMF) stands for: a large square GEMM, the largest
 # shape of the H100 table, where the row and column roll-offs still cost a little.
 MAMF_GEMM_SIZE = 16384.0
@@ -317,6 +300,32 @@ def _full_shape_efficiency(params: EfficiencyParams, group: str, best_fraction: 
     rows = float(getattr(params, f"gemm_half_efficiency_rows_{group}"))
     columns = float(getattr(params, f"gemm_half_efficiency_columns_{group}"))
     return best_fraction * (size + rows) / size * (size + columns) / size
+
+
+# NVIDIA's 8-bit GEMM kernels as the H100 fp8 table measures them (CUTLASS scaled-mm,
+# benchmarks/data/h100/gemm.csv; the kernel-only fit, benchmarks/results/accuracy.md §1): they
+# reach their peak only with many rows and wide outputs (half efficiency at 150 rows and at
+# 2,600 output columns, where the bf16 kernels roll off at about 0 of each), launch in 5.4 µs
+# and stream weights at 0.79 of HBM bandwidth (bf16 0.86). The spec sheet of an NVIDIA part
+# takes this shape for its 8-bit GEMMs; other vendors' kernels are not measured here and keep
+# the generic priors. The efficiency at the full shape is the generic best-shape prior (H100's
+# fp8 MAMF fraction, 0.71) under these roll-offs at MAMF's size: 0.83 (the table's own fit
+# gives 0.84).
+_NVIDIA_FP8_SHAPE: Mapping[str, float] = {
+    "gemm_half_efficiency_rows_fp8": 150.0,
+    "gemm_half_efficiency_columns_fp8": 2600.0,
+    "gemm_memory_bandwidth_efficiency_fp8": 0.79,
+    "gemm_kernel_latency_us_fp8": 5.4,
+}
+_NVIDIA_FP8_GEMM: Mapping[str, float] = {
+    **_NVIDIA_FP8_SHAPE,
+    "gemm_compute_efficiency_fp8": _full_shape_efficiency(
+        DEFAULT_EFFICIENCY.replace(**_NVIDIA_FP8_SHAPE),
+        "fp8",
+        DEFAULT_EFFICIENCY.gemm_compute_efficiency_fp8,
+    ),
+}
+VENDOR_KERNEL_PRIORS: Mapping[str, Mapping[str, float]] = {"nvidia": _NVIDIA_FP8_GEMM}
 
 
 def spec_sheet_efficiency(
