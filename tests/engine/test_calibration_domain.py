@@ -28,6 +28,7 @@ from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     HARNESS_TERMS,
     SCHEDULER_TERMS,
+    EfficiencyParams,
     engine_only,
 )
 
@@ -48,7 +49,10 @@ def _serving(noise: float, seed: int) -> list[ServingMeasurement]:
         for c in (4, 16, 64)
         for s_in in (512, 2048)
     ]
-    pred = predict_runs(shells, H100, MODELS, DEFAULT_EFFICIENCY.replace(**TRUE))
+    # the per-sequence knee is TensorRT-LLM's own (set per engine, never fitted)
+    knee = BACKEND_PRIORS["trtllm"]["sequence_overhead_full_batch"].mean
+    truth = DEFAULT_EFFICIENCY.replace(**TRUE, sequence_overhead_full_batch=knee)
+    pred = predict_runs(shells, H100, MODELS, truth)
     rng = np.random.default_rng(seed)
     noisy = pred.predicted * np.exp(rng.normal(0.0, noise, pred.predicted.size))
     out = []
@@ -303,6 +307,29 @@ def test_another_backend_takes_its_own_priors_not_other_engines_fits() -> None:
             assert getattr(other, name) == getattr(fitted, name)
         else:
             assert getattr(other, name) == BACKEND_PRIORS["vllm"][name].mean
+
+
+def test_the_per_sequence_knee_is_the_engines_own_and_no_fit_moves_it() -> None:
+    from service.engine.calibration.priors import with_engine_priors
+    from service.engine.calibration.reach import within_reach
+
+    # uncalibrated: TensorRT-LLM's per-sequence cost stops growing in full at 32 sequences
+    assert with_engine_priors(DEFAULT_EFFICIENCY, "trtllm").sequence_overhead_full_batch == 32.0
+    for backend in ("vllm", "sglang", None):
+        assert with_engine_priors(DEFAULT_EFFICIENCY, backend).sequence_overhead_full_batch == 128
+    # a fit on TensorRT-LLM runs (generated with its knee) keeps the knee, starting elsewhere
+    runs = _serving(0.0, 0)
+    start = DEFAULT_EFFICIENCY.replace(sequence_overhead_full_batch=500.0).to_dict()
+    fitted, errors, _, _ = fit_end_to_end(runs, H100, MODELS, start, cross_validate=False)
+    assert fitted["sequence_overhead_full_batch"] == 32.0
+    assert "sequence_overhead_full_batch" not in errors
+    # the same profile asked about vLLM takes vLLM's knee with vLLM's overheads
+    domain = Domain.of_runs(runs, MODELS, "h100-sxm")
+    profile = EfficiencyParams.from_dict(fitted)
+    priors = {n: BACKEND_PRIORS["trtllm"][n] for n in TRUE}
+    other = within_reach(profile, priors, domain, gpus=2.0, backend="vllm")
+    assert other.sequence_overhead_full_batch == 128.0
+    assert within_reach(profile, priors, domain, gpus=2.0, backend="trtllm") == profile
 
 
 def test_a_mode_the_profile_has_no_runs_of_takes_the_engine_priors() -> None:

@@ -37,7 +37,7 @@ from service.engine.calibration.run_predictor import (
     precision_of,
 )
 from service.engine.calibration.solver import solve
-from service.engine.efficiency import PARAMETER_BOUNDS, SCHEDULER_TERMS, EfficiencyParams
+from service.engine.efficiency import BACKEND_SET_TERMS, PARAMETER_BOUNDS, EfficiencyParams
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
@@ -268,8 +268,8 @@ def fit_end_to_end(
     names = free_names(runs)
     if priors is None:
         priors = priors_for(prior_backend([r.backend for r in runs]))
-    # fitted parameters start at their priors; the scheduler's terms stay there
-    at_prior = (*names, *SCHEDULER_TERMS)
+    # fitted parameters start at their priors; the terms each backend sets stay there
+    at_prior = (*names, *BACKEND_SET_TERMS)
     values = {**values, **{n: p.mean for n, p in priors.items() if n in at_prior}}
     predictor = RunPredictor(runs, accelerator, models)
     every = np.ones(predictor.measured.size, dtype=bool)

@@ -165,28 +165,28 @@ def _spread(log_sigma: float, per_doubling: bool = False) -> ExtrapolationSpread
 
 DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
     "serving.tpot_ms": {
-        "model": _spread(0.042),
-        "model_kind": _spread(0.143),
+        "model": _spread(0.035),
+        "model_kind": _spread(0.147),
         "backend": _spread(0.0),
         "mode": _spread(0.0),
-        "concurrency_above": _spread(0.085, per_doubling=True),
+        "concurrency_above": _spread(0.063, per_doubling=True),
         "concurrency_below": _spread(0.0, per_doubling=True),
         "gpus_above": _spread(0.0, per_doubling=True),
         "gpus_below": _spread(0.102, per_doubling=True),
     },
     "serving.ttft_ms": {
-        "model": _spread(0.352),
-        "model_kind": _spread(0.138),
+        "model": _spread(0.361),
+        "model_kind": _spread(0.136),
         "backend": _spread(0.0),
-        "mode": _spread(2.013),
-        "concurrency_above": _spread(0.427, per_doubling=True),
+        "mode": _spread(2.027),
+        "concurrency_above": _spread(0.455, per_doubling=True),
         "concurrency_below": _spread(0.0, per_doubling=True),
-        "gpus_above": _spread(0.095, per_doubling=True),
-        "gpus_below": _spread(0.164, per_doubling=True),
+        "gpus_above": _spread(0.081, per_doubling=True),
+        "gpus_below": _spread(0.166, per_doubling=True),
     },
     "static.latency_ms": {
         "model": _spread(0.0),
-        "model_kind": _spread(0.135),
+        "model_kind": _spread(0.14),
         "mode": _spread(0.22),
     },
 }

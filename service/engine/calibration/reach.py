@@ -42,7 +42,7 @@ import numpy as np
 
 from service.engine.calibration.domain import Domain, doublings_outside
 from service.engine.calibration.priors import Prior, engine_side, priors_for
-from service.engine.efficiency import SCHEDULER_TERMS, EfficiencyParams
+from service.engine.efficiency import BACKEND_SET_TERMS, EfficiencyParams
 
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
@@ -66,8 +66,8 @@ def within_reach(
         return params
     if backend and domain.backends and backend not in domain.backends:
         own = priors_for(backend)
-        # the fitted engine overheads, and the scheduler's terms, which no fit moves
-        engine = [n for n in own if engine_side(n) and (n in priors or n in SCHEDULER_TERMS)]
+        # the fitted engine overheads, and the terms each backend sets and no fit moves
+        engine = [n for n in own if engine_side(n) and (n in priors or n in BACKEND_SET_TERMS)]
         return params.replace(**{name: own[name].mean for name in engine})
     if mode and domain.modes and mode not in domain.modes:
         engine = [n for n in priors if engine_side(n)]
