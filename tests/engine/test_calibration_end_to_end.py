@@ -16,6 +16,7 @@ from service.engine.calibration.fit import CalibrationResult, fit
 from service.engine.calibration.intervals import estimate_intervals, prediction_interval
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
 from service.engine.calibration.parsers import parse_csv
+from service.engine.calibration.priors import BACKEND_PRIORS
 from service.engine.efficiency import (
     DEFAULT_EFFICIENCY,
     HARNESS_TERMS,
@@ -41,6 +42,19 @@ def _static_runs(noise: float, seed: int) -> list[StaticMeasurement]:
     rng = np.random.default_rng(seed)
     noisy = clean * np.exp(rng.normal(0.0, noise, clean.size))
     return [replace(s, latency_ms=float(v)) for s, v in zip(shells, noisy, strict=True)]
+
+
+def test_a_static_profile_asked_about_serving_keeps_its_engines_eager_floor() -> None:
+    # TensorRT-LLM static batches never launch a serving step, so nothing fits the eager launch
+    # floor; the profile keeps TensorRT-LLM's prior for it (and its per-sequence knee), as an
+    # uncalibrated serving answer naming that engine does
+    runs = [replace(r, backend="trtllm") for r in _static_runs(noise=0.0, seed=0)]
+    result = fit(runs, H100, MODELS, cross_validate=False)
+    trt = BACKEND_PRIORS["trtllm"]
+    serving = result.params_for(gpus=2.0, backend="trtllm", mode="serving")
+    assert serving.eager_layer_launch_us == trt["eager_layer_launch_us"].mean == 530.0
+    assert serving.sequence_overhead_full_batch == trt["sequence_overhead_full_batch"].mean
+    assert "eager_layer_launch_us" not in result.standard_errors
 
 
 def test_static_fit_recovers_known_overheads() -> None:

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from service.engine.calibration import response
 from service.engine.calibration.intervals import FeatureRange
 from service.engine.calibration.measurements import ServingMeasurement, StaticMeasurement
-from service.engine.calibration.priors import Prior, prior_backend, priors_for
+from service.engine.calibration.priors import Prior, engine_side, prior_backend, priors_for
 from service.engine.calibration.quality import (
     ErrorStats,
     MetricQuality,
@@ -37,7 +37,7 @@ from service.engine.calibration.run_predictor import (
     precision_of,
 )
 from service.engine.calibration.solver import solve
-from service.engine.efficiency import BACKEND_SET_TERMS, PARAMETER_BOUNDS, EfficiencyParams
+from service.engine.efficiency import PARAMETER_BOUNDS, EfficiencyParams
 from service.engine.hardware import Accelerator
 from service.engine.shapes import ModelShape
 
@@ -268,8 +268,10 @@ def fit_end_to_end(
     names = free_names(runs)
     if priors is None:
         priors = priors_for(prior_backend([r.backend for r in runs]))
-    # fitted parameters start at their priors; the terms each backend sets stay there
-    at_prior = (*names, *BACKEND_SET_TERMS)
+    # fitted parameters start at their priors, and the engine terms these runs do not fit stay
+    # there (the terms each backend sets; a static fit's eager launch floor, which only
+    # serving steps pay), so a profile asked about another mode prices them as its engine does
+    at_prior = (*names, *(n for n in priors if engine_side(n)))
     values = {**values, **{n: p.mean for n, p in priors.items() if n in at_prior}}
     predictor = RunPredictor(runs, accelerator, models)
     every = np.ones(predictor.measured.size, dtype=bool)

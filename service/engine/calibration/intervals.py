@@ -178,7 +178,7 @@ DEFAULT_SPREADS: Mapping[str, Mapping[str, ExtrapolationSpread]] = {
         "model": _spread(0.361),
         "model_kind": _spread(0.136),
         "backend": _spread(0.0),
-        "mode": _spread(2.027),
+        "mode": _spread(2.022),
         "concurrency_above": _spread(0.455, per_doubling=True),
         "concurrency_below": _spread(0.0, per_doubling=True),
         "gpus_above": _spread(0.081, per_doubling=True),
