@@ -107,7 +107,7 @@ class EfficiencyParams:
     # the per-sequence cost (benchmarks/data/h100/serving_*.csv; one Qwen3-32B set reaches 224).
     # The cost the runs imply per sequence already falls with load within that range and is
     # about none above it (benchmarks/results/accuracy.md, section 7b). Set per engine
-    # (calibration/priors.py: TensorRT-LLM 32) and not fitted (BACKEND_SET_TERMS).
+    # (calibration/priors.py: TensorRT-LLM 32) and not fitted.
     sequence_overhead_full_batch: float = 128.0
     # Host time to launch one decoder layer's kernels in a step that runs outside a CUDA graph.
     # TensorRT-LLM's PyTorch backend replays CUDA graphs for generation-only iterations and runs
@@ -270,9 +270,6 @@ HARNESS_TERMS: tuple[str, ...] = (
 # backend (priors.py) and no fit moves them, while the admission wait and the prompts ahead per
 # ln R describe the load generator and are fitted.
 SCHEDULER_TERMS: tuple[str, ...] = ("prefill_queue_share",)
-# Engine terms that each backend's prior sets and no fit moves: the scheduler's queue share and
-# the running sequences up to which the per-sequence cost is paid in full.
-BACKEND_SET_TERMS: tuple[str, ...] = (*SCHEDULER_TERMS, "sequence_overhead_full_batch")
 
 
 def engine_only(params: EfficiencyParams) -> EfficiencyParams:

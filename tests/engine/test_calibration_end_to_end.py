@@ -55,6 +55,15 @@ def test_a_static_profile_asked_about_serving_keeps_its_engines_eager_floor() ->
     assert serving.eager_layer_launch_us == trt["eager_layer_launch_us"].mean == 530.0
     assert serving.sequence_overhead_full_batch == trt["sequence_overhead_full_batch"].mean
     assert "eager_layer_launch_us" not in result.standard_errors
+    # and a vLLM static profile asked about TensorRT-LLM serving takes TensorRT-LLM's terms
+    vllm = fit([replace(r, backend="vllm") for r in runs], H100, MODELS, cross_validate=False)
+    assert (
+        vllm.efficiency.eager_layer_launch_us
+        == BACKEND_PRIORS["vllm"]["eager_layer_launch_us"].mean
+    )
+    other = vllm.params_for(gpus=2.0, backend="trtllm", mode="serving")
+    assert other.eager_layer_launch_us == 530.0
+    assert other.sequence_overhead_full_batch == 32.0
 
 
 def test_static_fit_recovers_known_overheads() -> None:

@@ -112,7 +112,7 @@ _SHARED: Mapping[str, Prior] = {
     "prefill_queue_ln_prompts": Prior(0.0, 1.0),
     "eager_layer_launch_us": Prior(0.0, 700.0),
     "sequence_layer_sharded_us": Prior(0.0, 2.0),
-    # set per engine, not fitted (efficiency.BACKEND_SET_TERMS): its sd is never used
+    # set per engine and never fitted (end_to_end.free_names): its sd is never used
     "sequence_overhead_full_batch": Prior(128.0, 128.0),
 }
 

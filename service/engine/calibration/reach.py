@@ -13,11 +13,12 @@ The halving per doubling is a chosen rate (not fitted); a request inside the ran
 fitted value exactly.
 
 Engine overheads are properties of one serving engine: for a request naming a backend the
-profile was not fitted on, they take that backend's prior (``priors.py``) instead of values
-fitted on other engines. Likewise they are properties of one way of running it: a static batch
-loop and continuous batching schedule, sample and launch differently, so a request in a mode
-(static, serving) the profile has no runs of takes the priors for them. The kernel efficiencies,
-fitted on kernel tables, apply in every mode. (On the shipped runs, a profile of static batches
+profile was not fitted on, every one of them takes that backend's prior (``priors.py``), fitted
+or not, instead of values fitted on, or left at the priors of, other engines. Likewise they are
+properties of one way of running it: a static batch loop and continuous batching schedule,
+sample and launch differently, so a request in a mode (static, serving) the profile has no runs
+of takes the priors for them. The kernel efficiencies, fitted on kernel tables, apply in every
+mode. (On the shipped runs, a profile of static batches
 predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the reverse stayed at
 17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 9 of
 its narrative.) The closed-loop admission wait describes the load generator, not the engine,
@@ -42,7 +43,7 @@ import numpy as np
 
 from service.engine.calibration.domain import Domain, doublings_outside
 from service.engine.calibration.priors import Prior, engine_side, priors_for
-from service.engine.efficiency import BACKEND_SET_TERMS, EfficiencyParams
+from service.engine.efficiency import EfficiencyParams
 
 # parameter → the domain dimension its evidence is bounded by
 REACH: Mapping[str, str] = {"step_overhead_us": "gpus"}
@@ -66,8 +67,9 @@ def within_reach(
         return params
     if backend and domain.backends and backend not in domain.backends:
         own = priors_for(backend)
-        # the fitted engine overheads, and the terms each backend sets and no fit moves
-        engine = [n for n in own if engine_side(n) and (n in priors or n in BACKEND_SET_TERMS)]
+        # every engine term, fitted or not (the terms each backend sets, and those the
+        # profile's runs could not fit, such as a static profile's eager launch floor)
+        engine = [n for n in own if engine_side(n)]
         return params.replace(**{name: own[name].mean for name in engine})
     if mode and domain.modes and mode not in domain.modes:
         engine = [n for n in priors if engine_side(n)]
