@@ -18,11 +18,11 @@ or not, instead of values fitted on, or left at the priors of, other engines. Li
 properties of one way of running it: a static batch loop and continuous batching schedule,
 sample and launch differently, so a request in a mode (static, serving) the profile has no runs
 of takes the priors for them. The kernel efficiencies, fitted on kernel tables, apply in every
-mode. (On the shipped runs, a profile of static batches
-predicting serving TPOT went from 17.2% to 5.0% MdAPE with this rule, and the reverse stayed at
-17.5–17.6%; moving them halfway instead gave 10.5%: benchmarks/results/accuracy.md, item 9 of
-its narrative.) The closed-loop admission wait describes the load generator, not the engine,
-and is kept; the queue share, which the engine's scheduler sets, follows the backend.
+mode. (On the shipped runs, a profile of static batches predicting serving TPOT went from 17.2%
+to 5.0% MdAPE with this rule, and the reverse stayed at 17.5–17.6%; moving them halfway instead
+gave 10.5%: benchmarks/results/accuracy.md, item 9 of its narrative.) The closed-loop admission
+wait describes the load generator, not the engine, and is kept; the queue share, which the
+engine's scheduler sets, follows the backend.
 
 The per-sequence cost (``sequence_layer_overhead_us`` and its TP-shared part
 ``sequence_layer_sharded_us``) is bound to the kinds of model fitted
