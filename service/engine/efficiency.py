@@ -125,13 +125,13 @@ class EfficiencyParams:
     collective_hop_latency_us: float = 0.8
     # Serving engines (vLLM, SGLang, TensorRT-LLM) reduce small tensor-parallel activations with a
     # custom one-shot NVLink all-reduce (every GPU reads its peers' buffers in one step) instead of
-    # NCCL's ring, so its launch cost is one flat latency with no per-hop term. Applies to
-    # all-reduces of at most one_shot_allreduce_max_bytes (prior 512 KiB: these kernels target
-    # decode-sized messages and hand larger ones to two-shot/NCCL). The latency is a fixed prior,
-    # not fitted: the 2-GPU NCCL small-message all-reduce floor (6.2–6.4 µs for 2 KiB fp16 in
-    # benchmarks/data/h100/nccl.csv), where ring and one-shot both do a single exchange. The NCCL
-    # table
-    # measures NCCL, not the custom kernel, so this is an assumption that it stays flat in TP.
+    # NCCL's ring, so its launch cost is one flat latency with no per-hop term; an engine
+    # all-reduce takes the cheapest of one-shot, two-shot and ring (kernels.collective_cost), so
+    # no size threshold is read: one_shot_allreduce_max_bytes is kept only so stored profiles and
+    # overrides that carry it still load. The latency is a fixed prior, not fitted: the 2-GPU NCCL
+    # small-message all-reduce floor (6.2–6.4 µs for 2 KiB fp16 in benchmarks/data/h100/nccl.csv),
+    # where ring and one-shot both do a single exchange. The NCCL table measures NCCL, not the
+    # custom kernel, so this is an assumption that it stays flat in TP.
     one_shot_allreduce_max_bytes: float = 524288.0
     one_shot_allreduce_latency_us: float = 6.3
     # Bus bandwidth as a fraction of the per-direction link rate (docs/reference/notes.md A9:
