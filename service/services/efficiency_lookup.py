@@ -159,6 +159,7 @@ def uncalibrated_note(
     if backend:
         priors = f"{backend}'s" if prior_backend([backend]) != GENERIC else "the generic"
         kind = f"of backend {backend} or fitted without a backend"
+        other_backends = "of other backends"
         use_other_backend = (
             "stored for it; auto never applies another engine's overheads: name one by id to "
             f"use its kernel efficiencies with {priors} engine priors {listing}"
@@ -166,14 +167,14 @@ def uncalibrated_note(
     else:
         priors = "the generic"
         kind = "fitted without a backend"
+        other_backends = "of named backends"
         use_other_backend = f"stored for it: name the request's backend to use them {listing}"
     use_other_accelerator = (
         "stored for other accelerators; auto never transfers one: name it by id to apply it to "
         "this accelerator's spec sheet, with wider intervals (GET /v1/calibrations)"
     )
-    parts = [f"auto: no profile {kind} for this accelerator, so the spec sheet with {priors} "
-             "engine priors"]  # fmt: skip
-    other_backends = "of other backends" if backend else "of named backends"
+    why = f"auto: no profile {kind} for this accelerator, so the spec sheet with {priors}"
+    parts = [f"{why} engine priors"]
     for count, which, use in (
         (aside.other_backends, other_backends, use_other_backend),
         (aside.other_accelerators, kind, use_other_accelerator),

@@ -271,8 +271,8 @@ def fit_end_to_end(
     # fitted parameters start at their priors, and the engine terms these runs do not fit stay
     # there (the terms each backend sets; a static fit's eager launch floor, which only
     # serving steps pay), so a profile asked about another mode prices them as its engine does
-    at_prior = (*names, *(n for n in priors if engine_side(n)))
-    values = {**values, **{n: p.mean for n, p in priors.items() if n in at_prior}}
+    at_prior = {n: p.mean for n, p in priors.items() if n in names or engine_side(n)}
+    values = {**values, **at_prior}
     predictor = RunPredictor(runs, accelerator, models)
     every = np.ones(predictor.measured.size, dtype=bool)
     linear = [n for n in names if n not in QUEUE_NAMES]
