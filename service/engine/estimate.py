@@ -73,6 +73,10 @@ class EstimateResult:
     tpot_ms: FloatArray
     e2e_latency_ms: FloatArray
     queue_wait_ms: FloatArray
+    # Parts of ttft_ms before the request's own prompt runs (serving; 0 for static batches):
+    # the closed-loop admission wait and the other requests' prompts that run first.
+    admission_wait_ms: FloatArray
+    prompts_ahead_ms: FloatArray
     output_tokens_per_s: FloatArray
     total_tokens_per_s: FloatArray
     requests_per_s: FloatArray
@@ -162,6 +166,8 @@ class _Points:
     tpot_s: FloatArray
     e2e_s: FloatArray
     queue_s: FloatArray
+    admission_s: FloatArray
+    ahead_s: FloatArray
     requests_per_s: FloatArray
     output_tps: FloatArray
     total_tps: FloatArray
@@ -222,7 +228,7 @@ def _evaluate(
         ttft_s = prefill.point_time_s
         tpot_s = decode.point_time_s
         e2e_s = ttft_s + (s_out - 1.0) * tpot_s
-        queue_s = zeros_like(batches)
+        queue_s = admission_s = ahead_s = zeros_like(batches)
         requests_per_s = batches / e2e_s
         input_busy_share = ttft_s / e2e_s
         step_tokens = minimum(batches * s_in, chunk)
@@ -257,6 +263,7 @@ def _evaluate(
         )
         ttft_s, tpot_s, e2e_s = state.ttft_s, state.tpot_s, state.e2e_s
         queue_s = state.queue_wait_s
+        admission_s, ahead_s = state.admission_wait_s, state.prompts_ahead_s
         requests_per_s = state.requests_per_s
         input_busy_share = state.prefill_time_share
         step_tokens = (
@@ -286,6 +293,8 @@ def _evaluate(
         tpot_s=tpot_s,
         e2e_s=e2e_s,
         queue_s=queue_s,
+        admission_s=admission_s,
+        ahead_s=ahead_s,
         requests_per_s=requests_per_s,
         output_tps=output_tps,
         total_tps=requests_per_s * (s_in + s_out),
@@ -329,6 +338,8 @@ def _columns(
         "tpot_ms": full(p.tpot_s * 1e3),
         "e2e_latency_ms": full(p.e2e_s * 1e3),
         "queue_wait_ms": full(p.queue_s * 1e3),
+        "admission_wait_ms": full(p.admission_s * 1e3),
+        "prompts_ahead_ms": full(p.ahead_s * 1e3),
         "output_tokens_per_s": full(p.output_tps),
         "total_tokens_per_s": full(p.total_tps),
         "requests_per_s": full(p.requests_per_s),

@@ -35,9 +35,11 @@ class ServingState:
     decode_only: StepCost  # the running batch's decode step without prefill work
     prefill_chunks: FloatArray
     prompt_s: FloatArray  # step time one prompt adds to the steps its chunks run in
-    ttft_s: FloatArray
+    ttft_s: FloatArray  # queue_wait_s + admission_wait_s + prompts_ahead_s + its own prompt
     tpot_s: FloatArray
     queue_wait_s: FloatArray
+    admission_wait_s: FloatArray  # decode steps before its prompt is taken (admission_wait_steps)
+    prompts_ahead_s: FloatArray  # other requests' prompts that run before its first token
     e2e_s: FloatArray
     requests_per_s: FloatArray
     prefill_time_share: FloatArray  # fraction of the GPU's step time spent on prefill tokens
@@ -155,7 +157,9 @@ def serving_state(
     # A lone client's request (C = 1) finds the engine idle: no step to wait for, whatever
     # wait the harness terms learned from runs with other clients.
     wait_steps = where(c > 1.0, params.admission_wait_steps, 0.0)
-    first_token = wait_steps * decode_s + ahead * prompt_s + own_s
+    admission_s = wait_steps * decode_s
+    ahead_s = ahead * prompt_s
+    first_token = admission_s + ahead_s + own_s
     service = first_token + decode_steps * decode_s + behind_s
     queue_wait = (c / running - 1.0) * service * (0.5 if offline else 1.0)
     ttft = queue_wait + first_token
@@ -174,6 +178,8 @@ def serving_state(
         ttft_s=ttft,
         tpot_s=tpot,
         queue_wait_s=queue_wait,
+        admission_wait_s=admission_s,
+        prompts_ahead_s=ahead_s,
         e2e_s=e2e,
         requests_per_s=running / service,
         prefill_time_share=_share(running * prompt_s / busy_s),

@@ -774,6 +774,10 @@ def test_offline_estimates_use_the_engine_terms_of_a_closed_loop_profile(
     assert closed["load_pattern"] == "closed_loop" and offline["load_pattern"] == "offline"
     (c,), (o,) = closed["points"], offline["points"]
     assert o["queue_wait_ms"] == 0 and c["queue_wait_ms"] == 0  # fewer than the running limit
+    # the TTFT says which part is the fitted harness wait: the same steps, more of them
+    assert c["admission_wait_ms"] == pytest.approx(
+        o["admission_wait_ms"] * harness["admission_wait_steps"] / 0.5
+    )
     # The engine with the profile's parameters gives both answers, and the offline one stays
     # the same whatever the harness terms are.
     database = make_engine(settings.database_url)

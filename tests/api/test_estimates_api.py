@@ -103,7 +103,15 @@ def test_matches_engine_called_directly(client: TestClient, db_session: Session)
         assert answer["max_batch_size"] == direct.max_batch_size
         assert answer["gpus_per_replica"] == 2
         points = answer["points"]
-        for name in ("ttft_ms", "tpot_ms", "e2e_latency_ms", "queue_wait_ms", "requests_per_s"):
+        for name in (
+            "ttft_ms",
+            "tpot_ms",
+            "e2e_latency_ms",
+            "queue_wait_ms",
+            "admission_wait_ms",
+            "prompts_ahead_ms",
+            "requests_per_s",
+        ):
             assert [p[name] for p in points] == getattr(direct, name).tolist()
         assert [p["memory"]["kv_cache_gb"] for p in points] == direct.kv_cache_gb.tolist()
         assert [p["memory"]["fits"] for p in points] == direct.fits.tolist()

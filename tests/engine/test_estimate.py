@@ -317,6 +317,39 @@ def test_offline_queue_uses_engine_terms_and_half_the_closed_loop_wait(
         estimate(llama8b, h100, batch_sizes=[1], load_pattern="open", **args)
 
 
+def test_ttft_parts_name_the_admission_wait_and_the_prompts_ahead(
+    llama8b: ModelShape, h100: Accelerator
+) -> None:
+    """ttft_ms = queue wait + admission wait + prompts ahead + the request's own prompt: each
+    part moves with its own term alone, and a static batch or a lone client has neither."""
+    args = {"input_tokens": 1024, "output_tokens": 256, "mode": "serving"}
+    plain = DEFAULT_EFFICIENCY.replace(
+        admission_wait_steps=0.0, prefill_queue_share=0.0, prefill_queue_ln_prompts=0.0
+    )
+    runs = {
+        "plain": plain,
+        "waiting": plain.replace(admission_wait_steps=3.0),
+        "ahead": plain.replace(prefill_queue_ln_prompts=1.0),
+    }
+    got = {
+        k: estimate(llama8b, h100, batch_sizes=[1, 16], params=p, **args) for k, p in runs.items()
+    }
+    base = got["plain"]
+    assert base.admission_wait_ms.tolist() == [0.0, 0.0]
+    assert base.prompts_ahead_ms.tolist() == [0.0, 0.0]
+    waiting, ahead = got["waiting"], got["ahead"]
+    # three decode steps at concurrency 16, none for a lone client (the engine is idle)
+    assert waiting.admission_wait_ms[0] == 0.0
+    assert waiting.ttft_ms[1] - base.ttft_ms[1] == pytest.approx(waiting.admission_wait_ms[1])
+    assert waiting.admission_wait_ms[1] == pytest.approx(3.0 * waiting.tpot_ms[1], rel=0.25)
+    # ln 16 of the 15 other prompts run first: TTFT grows by exactly that part, the same steps
+    assert ahead.prompts_ahead_ms[1] > 0.0
+    assert ahead.ttft_ms[1] - base.ttft_ms[1] == pytest.approx(ahead.prompts_ahead_ms[1])
+    assert ahead.queue_wait_ms[1] == 0.0 and ahead.admission_wait_ms[1] == 0.0
+    static = estimate(llama8b, h100, batch_sizes=[8], input_tokens=1024, output_tokens=256)
+    assert static.admission_wait_ms.tolist() == [0.0] and static.prompts_ahead_ms.tolist() == [0.0]
+
+
 def test_open_loop_arrivals_take_the_engine_terms_spread_over_the_decode_cycle(
     llama8b: ModelShape, h100: Accelerator
 ) -> None:

@@ -404,6 +404,22 @@ class PointOut(BaseModel):
     tpot_ms_p90: float | None = Field(default=None, description="80% interval high end.")
     e2e_latency_ms: float | None
     queue_wait_ms: float | None
+    admission_wait_ms: float | None = Field(
+        description=(
+            "Serving: part of ttft_ms spent waiting for the engine to take the prompt, "
+            "admission_wait_steps decode steps: ½ at the prior (a request arrives mid-step), "
+            "which open-loop and offline answers use; a calibrated closed-loop answer uses the "
+            "wait fitted to its runs' load generator (fit.harness_terms). 0 for static batches "
+            "and a lone client."
+        )
+    )
+    prompts_ahead_ms: float | None = Field(
+        description=(
+            "Serving: part of ttft_ms spent on other requests' prompts that run before this "
+            "request's first token. ttft_ms = queue_wait_ms + admission_wait_ms + "
+            "prompts_ahead_ms + the request's own prompt."
+        )
+    )
     output_tokens_per_s: float | None
     total_tokens_per_s: float | None
     requests_per_s: float | None
