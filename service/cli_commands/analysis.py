@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
 
-from service.api.schemas.analysis import EstimateResponse, ExtrapolationOut, IntensityResponse
+from service.api.schemas.analysis import (
+    EstimateResponse,
+    ExtrapolationOut,
+    IntensityResponse,
+    PointOut,
+)
 from service.api.schemas.traffic import TrafficOut
 from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
@@ -137,6 +142,8 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
         for p in answer.points
     ]
     yield table(title, columns, rows)
+    if answer.mode == "serving":
+        yield ttft_parts_line(answer.points)
     critical = answer.critical_batch_size
     if answer.traffic is not None:
         yield traffic_table(answer.traffic)
@@ -147,6 +154,16 @@ def estimate_tables(answer: EstimateResponse) -> Iterable[Any]:
         f"{number(answer.points[0].memory.capacity_gb) if answer.points else '-'} GB per GPU, "
         f"KV cache fits {answer.max_batch_size} sequences; {calibration}"
     )
+
+
+def ttft_parts_line(points: Sequence[PointOut]) -> str:
+    """What each serving point's TTFT waits for before its own prompt runs, in ms."""
+    parts = ", ".join(
+        f"{p.batch_size}: {number(p.queue_wait_ms)} + {number(p.admission_wait_ms)} + "
+        f"{number(p.prompts_ahead_ms)}"
+        for p in points
+    )
+    return f"TTFT before its own prompt, ms (queue wait + admission wait + prompts ahead): {parts}"
 
 
 _RATIO = re.compile(r"^\s*(\d+)\s*[pP]\s*(\d+)\s*[dD]\s*$")

@@ -159,6 +159,28 @@ def test_estimate_table_shows_each_batch(ridgeline_cli: Invoke, client: TestClie
         assert f"{point['tpot_ms']:,.2f}" in row and point["decode"]["bound"] in row
 
 
+def test_serving_table_says_what_each_ttft_waits_for(
+    ridgeline_cli: Invoke, client: TestClient
+) -> None:
+    """The footer names the parts of TTFT before the request's own prompt, as the API gives."""
+    args = ("estimate", "qwen3-32b", "h100-sxm", "-b", "1,64", "--mode", "serving",
+            "--backend", "sglang", "--tp", "2", "--calibration", "none")  # fmt: skip
+    result = ridgeline_cli(*args)
+    assert result.exit_code == 0, result.stderr
+    body = {"model": "qwen3-32b", "accelerator": "h100-sxm", "batch_sizes": [1, 64],
+            "mode": "serving", "backend": "sglang", "parallelism": {"tp": 2},
+            "calibration": "none", "input_tokens": 1024, "output_tokens": 128}  # fmt: skip
+    points = client.post("/v1/estimates", json=body).json()["points"]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("TTFT before its own"))
+    for p in points:
+        waits = (p["queue_wait_ms"], p["admission_wait_ms"], p["prompts_ahead_ms"])
+        assert f"{p['batch_size']}: " + " + ".join(number(w) for w in waits) in line
+    # SGLang's lockstep waves put other prompts ahead of a request; a lone client has none
+    assert points[1]["prompts_ahead_ms"] > 0 == points[0]["prompts_ahead_ms"]
+    static = ridgeline_cli(*ESTIMATE_ARGS)
+    assert "TTFT before its own" not in static.stdout
+
+
 def test_intensity_json_equals_api(ridgeline_cli: Invoke, client: TestClient) -> None:
     result = ridgeline_cli(
         "intensity", "llama-3.1-70b", "h100-sxm", "--batch-size", "64",
