@@ -74,7 +74,8 @@ class EstimateResult:
     e2e_latency_ms: FloatArray
     queue_wait_ms: FloatArray
     # Parts of ttft_ms before the request's own prompt runs (serving; 0 for static batches):
-    # the closed-loop admission wait and the other requests' prompts that run first.
+    # the admission wait (admission_wait_steps decode steps) and the other requests' prompts
+    # that run first.
     admission_wait_ms: FloatArray
     prompts_ahead_ms: FloatArray
     output_tokens_per_s: FloatArray
