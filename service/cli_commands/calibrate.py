@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
-from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, table
+from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, number, table
 from service.client.measurement_files import (
     MeasurementFile,
     calibration_body,
@@ -61,9 +61,28 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
     )
     rows = [[k, str(v)] for k, v in flatten(profile.parameters).items()]
     yield table(title, ["parameter", "value"], rows)
+    shifts = fit.pop("parameter_shifts", {})
+    if shifts:
+        yield shift_table(profile.fit.prior_backend, shifts)
     quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
     if quality:
         yield table("fit", ["metric", "value"], quality)
+
+
+def shift_table(prior_backend: str | None, shifts: Mapping[str, Mapping[str, Any]]) -> Any:
+    """How far the end-to-end runs moved each engine parameter from its backend's prior."""
+    rows = [
+        [
+            name,
+            f"{number(s['prior'], 3)} ± {number(s['prior_sd'], 3)}",
+            number(s["fitted"], 3)
+            + ("" if s["standard_error"] is None else f" ± {number(s['standard_error'], 3)}"),
+            number(s["shift_prior_sd"], 2),
+        ]
+        for name, s in shifts.items()
+    ]
+    title = f"what the runs moved (priors: {prior_backend or 'generic'})"
+    return table(title, ["parameter", "prior ± sd", "fitted ± se", "shift, prior sds"], rows)
 
 
 def fit_warnings(profiles: Iterable[CalibrationProfile]) -> list[str]:

@@ -169,6 +169,15 @@ def test_calibrate_table_names_the_backend_and_the_fits_warnings(
     assert one.exit_code == 0, one.stderr
     assert "for h100-sxm, backend trtllm:" in " ".join(one.stdout.split())
     assert "warning: no kernel measurements" in one.stdout
+    # what the runs moved, one row per parameter: prior ± sd, fitted, shift in prior sds
+    stored = json.loads(ridgeline_cli("calibrate", str(trtllm), "-a", "h100-sxm", "--json").stdout)
+    shifts = stored["fit"]["parameter_shifts"]
+    moved = one.stdout.split("what the runs moved (priors: trtllm)")[1].split("\nfit")[0]
+    assert len(shifts) >= 5
+    for name, shift in shifts.items():
+        row = next(line for line in moved.splitlines() if f" {name} " in line)
+        assert f"{shift['prior']:,.3f} ± {shift['prior_sd']:,.3f}" in row
+        assert f"{shift['shift_prior_sd']:,.2f}" in row
     split = ridgeline_cli("calibrate", str(serving), "-a", "h100-sxm", "--split-by-backend")
     assert split.exit_code == 0, split.stderr
     for backend in ("sglang", "trtllm", "vllm"):
