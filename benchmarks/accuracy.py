@@ -259,12 +259,9 @@ class GroupCoverage:
         rows = []
         for metric, (loads, hits) in self.by_load.items():
             load, hit = np.concatenate(loads), np.concatenate(hits)
-            row = [metric]
-            for _, low, high in LOAD_BANDS:
-                sel = (load >= low) & (load <= high)
-                share = f"{100 * np.mean(hit[sel]):.0f}% ({int(sel.sum())})"
-                row.append(share if sel.any() else "–")
-            rows.append(row)
+            rows.append(
+                [metric, *by_load(load, lambda s, hit=hit: f"{100 * np.mean(hit[s]):.0f}%")]
+            )
         return rows
 
     def table_rows(self) -> list[list[str]]:
@@ -341,6 +338,16 @@ def versus(after: ErrorStats, before: ErrorStats) -> str:
     return cell
 
 
+def by_load(load: NDArray[np.float64], cell: Callable[[NDArray[np.bool_]], str]) -> list[str]:
+    """One cell per LOAD_BANDS band: ``cell`` of the band's points and their count, or – when
+    none."""
+    cells = []
+    for _, low, high in LOAD_BANDS:
+        sel = (load >= low) & (load <= high)
+        cells.append(f"{cell(sel)} ({int(sel.sum())})" if sel.any() else "–")
+    return cells
+
+
 Ratios = NDArray[np.float64]  # predicted / measured, one per held-out run
 
 
@@ -368,19 +375,18 @@ class LoadBias:
 
     def rows(self) -> list[list[str]]:
         """Per FAIL cell and load band: spec / calibrated median ratio (runs)."""
-        rows = []
-        for name, load, spec, calibrated in self.groups:
-            row = [name]
-            for _, low, high in LOAD_BANDS:
-                sel = (load >= low) & (load <= high)
-                row.append(
-                    f"{np.median(spec[sel]):.2f} / {np.median(calibrated[sel]):.2f} "
-                    f"({int(sel.sum())})"
-                    if sel.any()
-                    else "–"
-                )
-            rows.append(row)
-        return rows
+        return [
+            [
+                name,
+                *by_load(
+                    load,
+                    lambda s, spec=spec, cal=calibrated: (
+                        f"{np.median(spec[s]):.2f} / {np.median(cal[s]):.2f}"
+                    ),
+                ),
+            ]
+            for name, load, spec, calibrated in self.groups
+        ]
 
 
 COVERAGE = Coverage()

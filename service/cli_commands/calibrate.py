@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from service.api.schemas.calibrations import ParameterShiftOut
 from service.cli_commands.connection import ApiKeyOption, UrlOption, open_client
 from service.cli_commands.errors import reported
 from service.cli_commands.output import CsvOption, JsonOption, emit, flatten, number, table
@@ -52,7 +53,7 @@ def profile_rows(profile: CalibrationProfile) -> Iterable[Mapping[str, Any]]:
 
 def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> Iterable[Any]:
     """The stored profile's parameters and fit quality."""
-    fit = profile.fit.model_dump(mode="json")
+    fit = profile.fit.model_dump(mode="json", exclude={"parameter_shifts"})
     engine = f", backend {profile.backend}" if profile.backend else ", no backend"
     title = (
         f"calibration {profile.id} '{profile.name}' for "
@@ -61,23 +62,22 @@ def profile_tables(profile: CalibrationProfile, measured: MeasurementFile) -> It
     )
     rows = [[k, str(v)] for k, v in flatten(profile.parameters).items()]
     yield table(title, ["parameter", "value"], rows)
-    shifts = fit.pop("parameter_shifts", {})
-    if shifts:
-        yield shift_table(profile.fit.prior_backend, shifts)
+    if profile.fit.parameter_shifts:
+        yield shift_table(profile.fit.prior_backend, profile.fit.parameter_shifts)
     quality = [[k, str(v)] for k, v in flatten(fit).items() if k != "n_measurements"]
     if quality:
         yield table("fit", ["metric", "value"], quality)
 
 
-def shift_table(prior_backend: str | None, shifts: Mapping[str, Mapping[str, Any]]) -> Any:
+def shift_table(prior_backend: str | None, shifts: Mapping[str, ParameterShiftOut]) -> Any:
     """How far the end-to-end runs moved each engine parameter from its backend's prior."""
     rows = [
         [
             name,
-            f"{number(s['prior'], 3)} ± {number(s['prior_sd'], 3)}",
-            number(s["fitted"], 3)
-            + ("" if s["standard_error"] is None else f" ± {number(s['standard_error'], 3)}"),
-            number(s["shift_prior_sd"], 2),
+            f"{number(s.prior, 3)} ± {number(s.prior_sd, 3)}",
+            number(s.fitted, 3)
+            + ("" if s.standard_error is None else f" ± {number(s.standard_error, 3)}"),
+            number(s.shift_prior_sd, 2),
         ]
         for name, s in shifts.items()
     ]

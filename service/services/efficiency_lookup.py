@@ -173,8 +173,10 @@ def uncalibrated_note(
         "stored for other accelerators; auto never transfers one: name it by id to apply it to "
         "this accelerator's spec sheet, with wider intervals (GET /v1/calibrations)"
     )
-    why = f"auto: no profile {kind} for this accelerator, so the spec sheet with {priors}"
-    parts = [f"{why} engine priors"]
+    parts = [
+        f"auto: no profile {kind} for this accelerator, so the spec sheet with {priors} "
+        "engine priors"
+    ]
     for count, which, use in (
         (aside.other_backends, other_backends, use_other_backend),
         (aside.other_accelerators, kind, use_other_accelerator),
