@@ -1,0 +1,1 @@
+"""Sections of benchmarks/accuracy.py: held-out protocols, diagnostics and their report."""
