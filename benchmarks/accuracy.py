@@ -1,6 +1,6 @@
 """Calibration accuracy on held-out measured data: uncalibrated vs calibrated, side by side.
 
-Run: ``.venv/bin/python benchmarks/accuracy.py`` (a few minutes on 2 cores). Writes
+Run: ``.venv/bin/python benchmarks/accuracy.py`` (about 70 s on 2 cores). Writes
 ``benchmarks/results/accuracy.md``. Only the measured data in ``benchmarks/data`` (sources in
 its README) is used, and every calibrated number is measured on data left out of the fit that
 produced it.
