@@ -4,8 +4,9 @@ static ↔ serving, and the fit time (sections 3–5, 7, 8, 9, 12)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from calibration_data import (
@@ -91,6 +92,17 @@ def _pooled_row(
     return row
 
 
+def hold_out_each(
+    runs: Sequence[Run], key: Callable[[Run], Any], prefix: str
+) -> list[tuple[str, list[Run], list[Run]]]:
+    """One (label, train, test) fold per value of ``key``, labelled ``prefix`` + the value:
+    that value's runs held out."""
+    return [
+        (f"{prefix}{v}", [r for r in runs if key(r) != v], [r for r in runs if key(r) == v])
+        for v in sorted({key(r) for r in runs})
+    ]
+
+
 def static_section(
     h100: Accelerator, shapes: dict[str, ModelShape], aliases: dict[str, str]
 ) -> None:
@@ -117,15 +129,7 @@ def static_section(
     rows: list[list[str]] = []
     for backend in ("vllm", "trtllm"):
         mine = [r for r in runs if r.backend == backend]
-        names = sorted({r.model for r in mine})
-        folds = [
-            (
-                f"{backend} · {name}",
-                [r for r in mine if r.model != name],
-                [r for r in mine if r.model == name],
-            )
-            for name in names
-        ]
+        folds = hold_out_each(mine, lambda r: r.model, f"{backend} · ")
         got, pooled = _heldout_rows(
             folds, h100, shapes, kernels, ["static.latency_ms"], f"static {backend}"
         )
@@ -151,15 +155,7 @@ def serving_section(
     rows: list[list[str]] = []
     for backend in ("vllm", "sglang", "trtllm"):
         mine = [r for r in runs if r.backend == backend]
-        tps = sorted({r.tp for r in mine})
-        folds = [
-            (
-                f"{backend} · tp{tp}",
-                [r for r in mine if r.tp != tp],
-                [r for r in mine if r.tp == tp],
-            )
-            for tp in tps
-        ]
+        folds = hold_out_each(mine, lambda r: r.tp, f"{backend} · tp")
         got, pooled = _heldout_rows(
             folds,
             h100,
